@@ -1,0 +1,248 @@
+"""The robot interface: one abstract ``Robot``, its value types and the shared control law.
+
+Both backends (``sim.PyBulletRobot``, ``hardware.SerialRobot``) implement ``Robot``; everything
+above this module (transformers, controller, planner, environments, CLI) is written against it.
+Modelled on the read/write cycle of ros2_control's hardware interface:
+
+    state = robot.read()      # consistent snapshot
+    robot.write(command)      # validated, kept until replaced
+    robot.step()              # one control period (physics substeps, or a real-time wait)
+
+Units are SI; time stamps are integer microseconds ``t_us``; joint arrays are ``(6,)`` in the
+order of ``robot.model.joint_names``.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from twin.kinematics.model import ArmModel
+
+COMMAND_FIELDS = ("q_des", "qd_des", "tau_ff", "kp", "kd")
+
+
+class Health(enum.IntFlag):
+    """Health flags of a ``RobotState``; ``Health.OK`` (0) when all is well."""
+
+    OK = 0
+    FT_STALE = enum.auto()  # no new F/T sample within the staleness limit
+    IMU_STALE = enum.auto()  # no new IMU sample within the staleness limit
+    JOINTS_STALE = enum.auto()  # joint readings older than the staleness limit
+    FAULT = enum.auto()  # a device reports an error (servo hardware error, sensor status)
+    DISCONNECTED = enum.auto()  # a port is gone; commands are refused until it returns
+    WATCHDOG = enum.auto()  # no command within the watchdog time: holding position
+
+
+class FtStatus(enum.IntFlag):
+    """Status bits of a Bota-style F/T sample (``specs/bota-serial.md``)."""
+
+    OK = 0
+    APP_TOO_SLOW = 1 << 0  # the device's application took too long: raise the sinc length
+    OVER_RANGE = 1 << 1
+    INVALID = 1 << 2  # saturation, short or open circuit
+    RAW = 1 << 3  # strain-gauge values instead of forces
+
+
+@dataclass(frozen=True)
+class WrenchSample:
+    """One F/T sample.
+
+    wrench: (6,) ``[fx, fy, fz, tx, ty, tz]`` N, N m, in the sensor frame; the wrench the part
+    beyond the sensor (tool side) exerts on the sensor. A tool hanging at rest reads its weight.
+    """
+
+    t_us: int
+    wrench: np.ndarray
+    status: FtStatus = FtStatus.OK
+    temperature_c: float = 25.0
+
+
+@dataclass(frozen=True)
+class ImuSample:
+    """One IMU sample, IMU frame.
+
+    specific_force: (3,) m/s^2, ``R^T (a - g)`` (reads +9.81 along world up at rest).
+    angular_rate: (3,) rad/s.
+    orientation: (4,) ``[w, x, y, z]`` world_T_imu rotation, or ``None`` if not provided.
+    """
+
+    t_us: int
+    specific_force: np.ndarray
+    angular_rate: np.ndarray
+    orientation: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class RobotState:
+    """A consistent snapshot of the arm.
+
+    q: (6,) rad, qd: (6,) rad/s, tau: (6,) N m (the effort applied at each joint).
+    """
+
+    t_us: int
+    q: np.ndarray
+    qd: np.ndarray
+    tau: np.ndarray
+    wrench: WrenchSample | None = None
+    imu: ImuSample | None = None
+    health: Health = Health.OK
+
+
+@dataclass(frozen=True)
+class JointCommand:
+    """Per-joint command for ``u = tau_ff + kp (q_des - q) + kd (qd_des - qd)``.
+
+    q_des: (6,) rad, qd_des: (6,) rad/s, tau_ff: (6,) N m, kp: (6,) N m/rad, kd: (6,) N m s/rad.
+    """
+
+    q_des: np.ndarray
+    qd_des: np.ndarray = field(default_factory=lambda: np.zeros(6))
+    tau_ff: np.ndarray = field(default_factory=lambda: np.zeros(6))
+    kp: np.ndarray = field(default_factory=lambda: np.zeros(6))
+    kd: np.ndarray = field(default_factory=lambda: np.zeros(6))
+
+    def validated(self, joint_names: tuple[str, ...], effort_limits: np.ndarray) -> JointCommand:
+        """A float copy with shapes checked, non-finite values refused and ``tau_ff`` clamped.
+
+        Raises ``ValueError`` naming the field and joint that is wrong.
+        """
+        n = len(joint_names)
+        arrays = {}
+        for name in COMMAND_FIELDS:
+            arr = np.array(getattr(self, name), dtype=float).reshape(-1)
+            if arr.shape != (n,):
+                raise ValueError(
+                    f"JointCommand.{name} must have shape ({n},), one value per joint, "
+                    f"got {np.shape(getattr(self, name))}"
+                )
+            bad = np.flatnonzero(~np.isfinite(arr))
+            if bad.size:
+                j = int(bad[0])
+                raise ValueError(
+                    f"JointCommand.{name} for joint {joint_names[j]!r} (index {j}) is {arr[j]}; "
+                    "expected a finite number"
+                )
+            if name in ("kp", "kd"):
+                neg = np.flatnonzero(arr < 0.0)
+                if neg.size:
+                    j = int(neg[0])
+                    raise ValueError(
+                        f"JointCommand.{name} for joint {joint_names[j]!r} is {arr[j]}; "
+                        "expected a gain >= 0"
+                    )
+            arr.flags.writeable = False
+            arrays[name] = arr
+        arrays["tau_ff"] = np.clip(arrays["tau_ff"], -effort_limits, effort_limits)
+        arrays["tau_ff"].flags.writeable = False
+        return replace(self, **arrays)
+
+
+def joint_torque(
+    command: JointCommand, q: np.ndarray, qd: np.ndarray, effort_limits: np.ndarray
+) -> np.ndarray:
+    """The control law of both backends, clamped: (6,) N m.
+
+    ``u = tau_ff + kp (q_des - q) + kd (qd_des - qd)``, clipped to ``+-effort_limits``.
+    """
+    u = command.tau_ff + command.kp * (command.q_des - q) + command.kd * (command.qd_des - qd)
+    return np.clip(u, -effort_limits, effort_limits)
+
+
+class CommandWatchdog:
+    """Tracks the time of the last command; ``expired`` once ``timeout_s`` passes without one."""
+
+    def __init__(self, timeout_s: float | None) -> None:
+        if timeout_s is not None and not (np.isfinite(timeout_s) and timeout_s > 0.0):
+            raise ValueError(f"watchdog timeout must be a positive number of seconds, got {timeout_s}")
+        self.timeout_us = None if timeout_s is None else round(timeout_s * 1e6)
+        self._last_us: int | None = None
+
+    def feed(self, t_us: int) -> None:
+        self._last_us = t_us
+
+    def expired(self, t_us: int) -> bool:
+        if self.timeout_us is None or self._last_us is None:
+            return False
+        return t_us - self._last_us > self.timeout_us
+
+
+def hold_command(q: np.ndarray, previous: JointCommand | None, kp: np.ndarray, kd: np.ndarray) -> JointCommand:
+    """A command that holds joint positions ``q`` (6,) rad with zero velocity.
+
+    Keeps the previous command's gains (if any, and non-zero), else ``kp``/``kd``.
+    """
+    if previous is not None and np.any(previous.kp > 0.0):
+        kp, kd = previous.kp, previous.kd
+    return JointCommand(q_des=np.array(q, dtype=float), kp=np.asarray(kp, float), kd=np.asarray(kd, float))
+
+
+class FtSensorDevice(abc.ABC):
+    """Device-level settings of a Bota-style F/T sensor, the same on both backends.
+
+    The device speaks the sensor's ASCII configuration commands (``specs/bota-serial.md``):
+    ``C`` config mode, ``f,<sinc>,<chop>,<fast>,<fir_disable>`` filter and rate,
+    ``b,<six offsets>`` offsets, ``m<row>,<six values>`` calibration rows, ``R`` run mode.
+    """
+
+    @abc.abstractmethod
+    def command(self, text: str, timeout_s: float = 1.0) -> str:
+        """Send one configuration command; returns the device's reply (e.g. ``r,0,f,0``)."""
+
+    @property
+    @abc.abstractmethod
+    def sinc_length(self) -> int:
+        """The current sinc filter length; the output rate is ``51200 / sinc_length`` Hz."""
+
+    @property
+    def rate_hz(self) -> float:
+        return 51200.0 / self.sinc_length
+
+
+class Robot(abc.ABC):
+    """A six-axis arm: read a state, write a command, step one control period."""
+
+    #: The kinematic model (from the shipped URDF), joint names and limits.
+    model: ArmModel
+    #: Control period in seconds: the time one ``step()`` advances.
+    control_period_s: float
+
+    @abc.abstractmethod
+    def read(self) -> RobotState:
+        """A consistent snapshot of joints and the latest sensor samples."""
+
+    def write(self, command: JointCommand) -> None:
+        """Validate ``command`` and keep it in force until the next ``write``.
+
+        Raises ``ValueError`` (naming joint and field) for a wrong shape or a non-finite value;
+        the previous command then stays in force.
+        """
+        checked = command.validated(self.model.joint_names, self.model.effort_limits)
+        self._apply(checked)
+
+    @abc.abstractmethod
+    def _apply(self, command: JointCommand) -> None:
+        """Take a validated command into force."""
+
+    @abc.abstractmethod
+    def step(self) -> None:
+        """Advance one control period (physics substeps in sim; a real-time wait on hardware)."""
+
+    @property
+    def ft_device(self) -> FtSensorDevice | None:
+        """The F/T sensor's device-level settings, or ``None`` if there is no sensor."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional override
+        """Release resources; safe to call twice."""
+
+    def __enter__(self) -> Robot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
