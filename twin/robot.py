@@ -159,7 +159,9 @@ class CommandWatchdog:
 
     def __init__(self, timeout_s: float | None) -> None:
         if timeout_s is not None and not (np.isfinite(timeout_s) and timeout_s > 0.0):
-            raise ValueError(f"watchdog timeout must be a positive number of seconds, got {timeout_s}")
+            raise ValueError(
+                f"watchdog timeout must be a positive number of seconds, got {timeout_s}"
+            )
         self.timeout_us = None if timeout_s is None else round(timeout_s * 1e6)
         self._last_us: int | None = None
 
@@ -172,14 +174,18 @@ class CommandWatchdog:
         return t_us - self._last_us > self.timeout_us
 
 
-def hold_command(q: np.ndarray, previous: JointCommand | None, kp: np.ndarray, kd: np.ndarray) -> JointCommand:
+def hold_command(
+    q: np.ndarray, previous: JointCommand | None, kp: np.ndarray, kd: np.ndarray
+) -> JointCommand:
     """A command that holds joint positions ``q`` (6,) rad with zero velocity.
 
     Keeps the previous command's gains (if any, and non-zero), else ``kp``/``kd``.
     """
     if previous is not None and np.any(previous.kp > 0.0):
         kp, kd = previous.kp, previous.kd
-    return JointCommand(q_des=np.array(q, dtype=float), kp=np.asarray(kp, float), kd=np.asarray(kd, float))
+    return JointCommand(
+        q_des=np.array(q, dtype=float), kp=np.asarray(kp, float), kd=np.asarray(kd, float)
+    )
 
 
 class FtSensorDevice(abc.ABC):

@@ -95,8 +95,10 @@ class FrameGraph:
 
     def _compose_down(self, chain_up: list[str]) -> SE3:
         """Transform of the first frame of ``chain_up`` in the parent of its last frame."""
-        result = SE3.identity()
-        for frame in chain_up:
+        if not chain_up:
+            return SE3.identity()
+        result = self._parent_T_frame[chain_up[0]]
+        for frame in chain_up[1:]:
             result = self._parent_T_frame[frame] @ result
         return result
 

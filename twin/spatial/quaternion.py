@@ -24,7 +24,7 @@ def canonicalize(q: np.ndarray) -> np.ndarray:
     q = np.asarray(q, dtype=float)
     norm = np.linalg.norm(q, axis=-1, keepdims=True)
     if np.any(norm == 0.0) or not np.all(np.isfinite(norm)):
-        raise ValueError("quaternion must be finite and non-zero, got norm " f"{norm.ravel()}")
+        raise ValueError(f"quaternion must be finite and non-zero, got norm {norm.ravel()}")
     q = q / norm
     # Pick the sign: w > 0, or for w == 0 the first non-zero vector component > 0.
     sign_source = q[..., 0]
@@ -198,7 +198,9 @@ def matrix_to_rpy(m: np.ndarray) -> np.ndarray:
     cos_pitch = np.hypot(m[..., 0, 0], m[..., 1, 0])
     pitch = np.arctan2(-m[..., 2, 0], cos_pitch)
     locked = cos_pitch < GIMBAL_LOCK_COS_PITCH
-    roll = np.where(locked, np.arctan2(-m[..., 1, 2], m[..., 1, 1]), np.arctan2(m[..., 2, 1], m[..., 2, 2]))
+    roll = np.where(
+        locked, np.arctan2(-m[..., 1, 2], m[..., 1, 1]), np.arctan2(m[..., 2, 1], m[..., 2, 2])
+    )
     yaw = np.where(locked, 0.0, np.arctan2(m[..., 1, 0], m[..., 0, 0]))
     return np.stack((roll, pitch, yaw), axis=-1)
 

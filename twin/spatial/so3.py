@@ -168,7 +168,9 @@ class SE3:
     def __matmul__(self, other: SE3) -> SE3:
         if not isinstance(other, SE3):
             return NotImplemented
-        return SE3(self.rotation @ other.rotation, self.rotation.act(other.translation) + self.translation)
+        return SE3(
+            self.rotation @ other.rotation, self.rotation.act(other.translation) + self.translation
+        )
 
     __mul__ = __matmul__
 
