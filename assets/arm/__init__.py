@@ -1,0 +1,1 @@
+"""The twin arm: ``twin_arm.urdf`` and its documentation ``README.md`` (package data)."""

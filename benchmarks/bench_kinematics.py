@@ -1,0 +1,185 @@
+"""Kinematics: batched FK and closed-form IK (all postures) against PyBullet, in one run.
+
+Anchors, measured here on the same machine and the same random poses (FK of uniformly sampled
+in-limit configurations of the shipped arm):
+* FK: PyBullet ``resetJointState`` x 6 + ``getLinkState(computeForwardKinematics=True)``.
+* IK: PyBullet ``calculateInverseKinematics`` for the TCP (position + orientation), seeded from
+  the home configuration before every call, with its defaults (20 iterations, residual 1e-4)
+  and with 100 iterations (residual 1e-12). Only the IK call is timed.
+Errors are FK(solution) against the target: position (m) and rotation angle (rad). Rates
+are best-of-rounds (ours per batch, PyBullet per call), rounds interleaved, because the
+machine may be shared.
+Target: closed-form IK >= 20x PyBullet's default IK rate, errors >= 1e6x smaller.
+
+    python benchmarks/bench_kinematics.py [--quick] [--seed N]
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pybullet as pb
+
+from benchmarks._report import emit_json, parse_args, print_table, time_calls
+from twin.kinematics import ArmModel
+from twin.spatial import batch
+
+
+def _pybullet_arm(model: ArmModel) -> tuple[int, int, dict[str, int]]:
+    client = pb.connect(pb.DIRECT)
+    body = pb.loadURDF(str(model.urdf_path), useFixedBase=True, flags=pb.URDF_USE_INERTIA_FROM_FILE)
+    links = {pb.getJointInfo(body, i)[12].decode(): i for i in range(pb.getNumJoints(body))}
+    return client, body, links
+
+
+def _pybullet_fk(body: int, tcp: int, configs: np.ndarray) -> np.ndarray:
+    """Wall time (s) of each configuration's FK: 6 joint resets and the TCP link state."""
+    out = np.empty(len(configs))
+    clock = time.perf_counter
+    for i, q in enumerate(configs):
+        t0 = clock()
+        for j in range(6):
+            pb.resetJointState(body, j, q[j])
+        pb.getLinkState(body, tcp, computeForwardKinematics=True)
+        out[i] = clock() - t0
+    return out
+
+
+def _pybullet_ik(
+    body: int, tcp: int, targets: np.ndarray, home: np.ndarray, **options: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Solutions (N, 6) and the wall time (s) of each IK call (N,), seeded from ``home``."""
+    out = np.empty((len(targets), 6))
+    spent = np.empty(len(targets))
+    clock = time.perf_counter
+    for i, t in enumerate(targets):
+        for j in range(6):
+            pb.resetJointState(body, j, home[j])
+        pos = t[:3].tolist()
+        orn_xyzw = [t[4], t[5], t[6], t[3]]  # PyBullet's quaternion order
+        t0 = clock()
+        sol = pb.calculateInverseKinematics(body, tcp, pos, orn_xyzw, **options)
+        spent[i] = clock() - t0
+        out[i] = sol[:6]
+    return out, spent
+
+
+def _errors(model: ArmModel, q: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, ...]:
+    return batch.pose_errors(model.fk(q), targets)
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    rng = np.random.default_rng(args.seed)
+    model = ArmModel.default()
+    n = 200 if args.quick else 1000
+    configs = rng.uniform(model.lower, model.upper, (n, 6))
+    poses = model.fk(configs)
+    pose7 = batch.pose7_from_matrices(poses)
+
+    # The machine is shared: measure ours and PyBullet's in interleaved rounds and keep each
+    # one's best round (per call for PyBullet), so a load spike hurts neither side.
+    rounds = 2 if args.quick else 6
+    ours_fk, ours_fk_all, ours_ik = [], [], []
+    pb_fk, pb_ik20, pb_ik100 = [], [], []
+    client, body, links = _pybullet_arm(model)
+    tcp = links["tcp"]
+    try:
+        for _ in range(rounds):
+            ours_fk.append(time_calls(lambda: model.fk(configs), 25, warmup=1).min())
+            ours_fk_all.append(time_calls(lambda: model.fk_all(configs), 25, warmup=1).min())
+            ours_ik.append(time_calls(lambda: model.ik_all_batch(poses), 25, warmup=1).min())
+            pb_fk.append(_pybullet_fk(body, tcp, configs))
+            pb_q20, spent = _pybullet_ik(body, tcp, pose7, model.home_q)
+            pb_ik20.append(spent)
+            pb_q100, spent = _pybullet_ik(
+                body, tcp, pose7, model.home_q, maxNumIterations=100, residualThreshold=1e-12
+            )
+            pb_ik100.append(spent)
+    finally:
+        pb.disconnect(client)
+    fk_rate = n / min(ours_fk)
+    fk_all_rate = n / min(ours_fk_all)
+    ik_rate = n / min(ours_ik)
+    pb_fk_rate = n / np.min(pb_fk, axis=0).sum()
+    pb_rate20 = n / np.min(pb_ik20, axis=0).sum()
+    pb_rate100 = n / np.min(pb_ik100, axis=0).sum()
+    ik_single_rate = (
+        1.0 / time_calls(lambda: model.ik_all(poses[0]), 100 if args.quick else 400).min()
+    )
+    sols = model.ik_all_batch(poses)
+    flat = sols.q.reshape(-1, 6)[sols.valid.reshape(-1)]
+    owner = np.repeat(np.arange(n), sols.valid.sum(axis=1))
+    ours_p, ours_r = _errors(model, flat, poses[owner])
+    pb20_p, pb20_r = _errors(model, pb_q20, poses)
+    pb100_p, pb100_r = _errors(model, pb_q100, poses)
+
+    print(f"{n} random poses of the shipped arm; seed {args.seed}")
+    print_table(
+        "Forward kinematics (configurations/s)",
+        ["method", "rate/s", "x PyBullet"],
+        [
+            ["ArmModel.fk (batch, tcp)", fk_rate, fk_rate / pb_fk_rate],
+            ["ArmModel.fk_all (batch, 12 links)", fk_all_rate, fk_all_rate / pb_fk_rate],
+            ["PyBullet reset + getLinkState", pb_fk_rate, 1.0],
+        ],
+    )
+    rows = [
+        ["ArmModel.ik_all_batch (8 postures)", ik_rate, ours_p, ours_r],
+        ["ArmModel.ik_all (one pose per call)", ik_single_rate, ours_p, ours_r],
+        ["PyBullet IK, default (20 it)", pb_rate20, pb20_p, pb20_r],
+        ["PyBullet IK, 100 it", pb_rate100, pb100_p, pb100_r],
+    ]
+    print_table(
+        "Inverse kinematics (poses/s; errors of FK(solution): median / max)",
+        ["method", "poses/s", "x PyBullet 20 it", "pos err m", "rot err rad"],
+        [
+            [
+                name,
+                r,
+                r / pb_rate20,
+                f"{np.median(p):.2e} / {p.max():.2e}",
+                f"{np.median(a):.2e} / {a.max():.2e}",
+            ]
+            for name, r, p, a in rows
+        ],
+    )
+    solutions_per_pose = sols.valid.sum(axis=1)
+    print(
+        f"\nclosed form: {solutions_per_pose.mean():.2f} solutions per pose in limits "
+        f"(min {solutions_per_pose.min()}, max {solutions_per_pose.max()}); PyBullet's IK "
+        f"ignores joint limits and returns one solution."
+    )
+    figures = {
+        "n_poses": n,
+        "fk_rate": fk_rate,
+        "fk_all_rate": fk_all_rate,
+        "pybullet_fk_rate": pb_fk_rate,
+        "fk_ratio": fk_rate / pb_fk_rate,
+        "ik_rate": ik_rate,
+        "ik_single_rate": ik_single_rate,
+        "pybullet_ik_rate": pb_rate20,
+        "pybullet_ik100_rate": pb_rate100,
+        "ik_ratio": ik_rate / pb_rate20,
+        "ik_ratio_vs_100_it": ik_rate / pb_rate100,
+        "ik_pos_err_max_m": float(ours_p.max()),
+        "ik_rot_err_max_rad": float(ours_r.max()),
+        "pybullet_pos_err_median_m": float(np.median(pb20_p)),
+        "pybullet_rot_err_median_rad": float(np.median(pb20_r)),
+        "pybullet100_pos_err_median_m": float(np.median(pb100_p)),
+        "pybullet100_rot_err_median_rad": float(np.median(pb100_r)),
+        "error_ratio_pos": float(np.median(pb100_p) / max(ours_p.max(), 1e-300)),
+        "error_ratio_rot": float(np.median(pb100_r) / max(ours_r.max(), 1e-300)),
+    }
+    print(
+        f"ratios: IK rate {figures['ik_ratio']:.1f}x PyBullet (default), "
+        f"{figures['ik_ratio_vs_100_it']:.1f}x (100 it); error ratio (PyBullet 100 it median / "
+        f"ours max): position {figures['error_ratio_pos']:.1e}, "
+        f"rotation {figures['error_ratio_rot']:.1e}"
+    )
+    emit_json("kinematics", figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""A small URDF reader (``xml.etree``) for the parts kinematics and planning need.
+
+Reads links (inertial, collision primitives), joints (origin ``xyz``/``rpy``, axis, limits) and
+an optional SRDF-style ``<group_state name="home">`` with the home configuration. Visual
+geometry, materials and transmissions are ignored. All values are SI (m, rad, kg, kg m^2).
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from twin.spatial import quaternion as quat
+
+#: Joint types with one rotational degree of freedom.
+REVOLUTE_TYPES = ("revolute", "continuous")
+#: Joint types this reader accepts.
+SUPPORTED_JOINT_TYPES = (*REVOLUTE_TYPES, "fixed")
+#: Collision primitives exposed to the planner, with the meaning of ``dims``.
+PRIMITIVE_DIMS = {
+    "box": "(size_x, size_y, size_z) m, full edge lengths, centred on the origin",
+    "cylinder": "(radius, length) m, axis along the shape's z, centred on the origin",
+    "sphere": "(radius,) m",
+}
+
+
+class UrdfError(ValueError):
+    """The URDF is malformed or uses something this reader does not support."""
+
+
+class CollisionShape(NamedTuple):
+    """One collision primitive of a link.
+
+    kind: ``"box"``, ``"cylinder"`` or ``"sphere"`` (see ``PRIMITIVE_DIMS``).
+    dims: sizes in m. origin: (4, 4) ``link_T_shape``.
+    """
+
+    kind: str
+    dims: tuple[float, ...]
+    origin: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Inertial:
+    """Mass properties of a link.
+
+    mass: kg. com: (3,) m, centre of mass in the link frame.
+    inertia: (3, 3) kg m^2 about the centre of mass, expressed in the link frame's axes.
+    """
+
+    mass: float
+    com: np.ndarray
+    inertia: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class UrdfLink:
+    name: str
+    inertial: Inertial | None
+    collisions: tuple[CollisionShape, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class UrdfJoint:
+    """A joint: ``parent_T_child(q) = origin @ Rot(axis, q)`` (revolute) or ``origin`` (fixed).
+
+    origin: (4, 4) parent link frame to joint frame. axis: (3,) unit, joint frame.
+    lower, upper: rad (``-inf``/``inf`` for continuous). velocity: rad/s. effort: N m.
+    """
+
+    name: str
+    type: str
+    parent: str
+    child: str
+    origin: np.ndarray
+    axis: np.ndarray
+    lower: float
+    upper: float
+    velocity: float
+    effort: float
+
+
+@dataclass(frozen=True, eq=False)
+class UrdfRobot:
+    """A parsed URDF: ``links`` by name, ``joints`` in file order, the ``root`` link name and
+    the home configuration by joint name (empty if the file has none)."""
+
+    name: str
+    links: dict[str, UrdfLink]
+    joints: tuple[UrdfJoint, ...]
+    root: str
+    home: dict[str, float]
+
+
+def transform_from_xyz_rpy(xyz: np.ndarray, rpy: np.ndarray) -> np.ndarray:
+    """(4, 4) transform of a URDF ``<origin>``: translation ``xyz`` m, fixed-axis roll-pitch-yaw
+    ``rpy`` rad (``R = Rz(yaw) Ry(pitch) Rx(roll)``)."""
+    out = np.eye(4)
+    out[:3, :3] = quat.to_matrix(quat.from_rpy(rpy[0], rpy[1], rpy[2]))
+    out[:3, 3] = xyz
+    return out
+
+
+def parse_urdf(path: str | pathlib.Path) -> UrdfRobot:
+    """Parse the URDF file at ``path``. Raises ``UrdfError`` saying what is wrong where."""
+    path = pathlib.Path(path)
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as e:
+        raise UrdfError(f"cannot read URDF {path}: {e}") from e
+    if root.tag != "robot":
+        raise UrdfError(f"{path}: root element is <{root.tag}>, expected <robot>")
+    links = {}
+    for el in root.findall("link"):
+        link = _parse_link(el)
+        if link.name in links:
+            raise UrdfError(f"{path}: link {link.name!r} is defined twice")
+        links[link.name] = link
+    joints = tuple(_parse_joint(el, links) for el in root.findall("joint"))
+    children = [j.child for j in joints]
+    duplicated = {c for c in children if children.count(c) > 1}
+    if duplicated:
+        raise UrdfError(f"{path}: links {sorted(duplicated)} have more than one parent joint")
+    roots = [name for name in links if name not in children]
+    if len(roots) != 1:
+        raise UrdfError(f"{path}: expected exactly one root link, found {roots}")
+    return UrdfRobot(
+        name=root.get("name", ""), links=links, joints=joints, root=roots[0], home=_home(root)
+    )
+
+
+def _floats(text: str | None, count: int, default: tuple[float, ...], what: str) -> np.ndarray:
+    if text is None:
+        return np.array(default, dtype=float)
+    try:
+        values = np.array([float(v) for v in text.split()], dtype=float)
+    except ValueError as e:
+        raise UrdfError(f"{what}: {text!r} is not a list of numbers") from e
+    if values.shape != (count,) or not np.all(np.isfinite(values)):
+        raise UrdfError(f"{what}: expected {count} finite numbers, got {text!r}")
+    return values
+
+
+def _attr(el: ET.Element, name: str, what: str, default: float | None = None) -> float:
+    text = el.get(name)
+    if text is None:
+        if default is None:
+            raise UrdfError(f"{what}: missing attribute {name!r}")
+        return default
+    try:
+        value = float(text)
+    except ValueError as e:
+        raise UrdfError(f"{what}: attribute {name}={text!r} is not a number") from e
+    if math.isnan(value):
+        raise UrdfError(f"{what}: attribute {name} is NaN")
+    return value
+
+
+def _origin(el: ET.Element | None, what: str) -> np.ndarray:
+    if el is None:
+        return np.eye(4)
+    xyz = _floats(el.get("xyz"), 3, (0.0, 0.0, 0.0), f"{what} origin xyz")
+    rpy = _floats(el.get("rpy"), 3, (0.0, 0.0, 0.0), f"{what} origin rpy")
+    return transform_from_xyz_rpy(xyz, rpy)
+
+
+def _parse_link(el: ET.Element) -> UrdfLink:
+    name = el.get("name")
+    if not name:
+        raise UrdfError("a <link> has no name")
+    what = f"link {name!r}"
+    inertial = None
+    inertial_el = el.find("inertial")
+    if inertial_el is not None:
+        origin = _origin(inertial_el.find("origin"), f"{what} inertial")
+        mass_el = inertial_el.find("mass")
+        if mass_el is None:
+            raise UrdfError(f"{what}: <inertial> without <mass>")
+        mass = _attr(mass_el, "value", f"{what} mass")
+        inertia_el = inertial_el.find("inertia")
+        if inertia_el is None:
+            raise UrdfError(f"{what}: <inertial> without <inertia>")
+        keys = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+        ixx, ixy, ixz, iyy, iyz, izz = (_attr(inertia_el, k, f"{what} inertia", 0.0) for k in keys)
+        tensor = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        rot = origin[:3, :3]
+        inertial = Inertial(mass=mass, com=origin[:3, 3].copy(), inertia=rot @ tensor @ rot.T)
+    shapes = []
+    for i, col in enumerate(el.findall("collision")):
+        shapes.append(_parse_collision(col, f"{what} collision {i}"))
+    return UrdfLink(name=name, inertial=inertial, collisions=tuple(shapes))
+
+
+def _parse_collision(el: ET.Element, what: str) -> CollisionShape:
+    origin = _origin(el.find("origin"), what)
+    geometry = el.find("geometry")
+    if geometry is None or len(geometry) != 1:
+        raise UrdfError(f"{what}: expected one shape inside <geometry>")
+    shape = geometry[0]
+    if shape.tag == "box":
+        dims = tuple(_floats(shape.get("size"), 3, (), f"{what} box size"))
+    elif shape.tag == "cylinder":
+        dims = (_attr(shape, "radius", what), _attr(shape, "length", what))
+    elif shape.tag == "sphere":
+        dims = (_attr(shape, "radius", what),)
+    else:
+        raise UrdfError(
+            f"{what}: <{shape.tag}> collision geometry is not supported; "
+            f"expected one of the primitives {sorted(PRIMITIVE_DIMS)}"
+        )
+    if min(dims) <= 0.0:
+        raise UrdfError(f"{what}: {shape.tag} sizes must be positive, got {dims}")
+    return CollisionShape(shape.tag, tuple(float(d) for d in dims), origin)
+
+
+def _parse_joint(el: ET.Element, links: dict[str, UrdfLink]) -> UrdfJoint:
+    name = el.get("name")
+    if not name:
+        raise UrdfError("a <joint> has no name")
+    what = f"joint {name!r}"
+    jtype = el.get("type", "")
+    if jtype not in SUPPORTED_JOINT_TYPES:
+        raise UrdfError(f"{what}: type {jtype!r} not supported; expected {SUPPORTED_JOINT_TYPES}")
+    ends = {}
+    for tag in ("parent", "child"):
+        sub = el.find(tag)
+        link = None if sub is None else sub.get("link")
+        if link not in links:
+            raise UrdfError(f"{what}: <{tag}> names unknown link {link!r}")
+        ends[tag] = link
+    axis_el = el.find("axis")
+    axis = _floats(
+        None if axis_el is None else axis_el.get("xyz"), 3, (1.0, 0.0, 0.0), f"{what} axis"
+    )
+    norm = float(np.linalg.norm(axis))
+    if norm == 0.0:
+        raise UrdfError(f"{what}: axis is the zero vector")
+    lower, upper, velocity, effort = -math.inf, math.inf, math.inf, math.inf
+    limit = el.find("limit")
+    if jtype == "revolute":
+        if limit is None:
+            raise UrdfError(f"{what}: a revolute joint needs <limit>")
+        lower = _attr(limit, "lower", what, 0.0)
+        upper = _attr(limit, "upper", what, 0.0)
+        if not lower < upper:
+            raise UrdfError(f"{what}: limit lower={lower} must be below upper={upper}")
+    if limit is not None:
+        velocity = _attr(limit, "velocity", what, math.inf)
+        effort = _attr(limit, "effort", what, math.inf)
+    return UrdfJoint(
+        name=name,
+        type=jtype,
+        parent=ends["parent"],
+        child=ends["child"],
+        origin=_origin(el.find("origin"), what),
+        axis=axis / norm,
+        lower=lower,
+        upper=upper,
+        velocity=velocity,
+        effort=effort,
+    )
+
+
+def _home(root: ET.Element) -> dict[str, float]:
+    for state in root.findall("group_state"):
+        if state.get("name") == "home":
+            return {
+                j.get("name", ""): _attr(j, "value", "group_state 'home'")
+                for j in state.findall("joint")
+            }
+    return {}
