@@ -1,0 +1,90 @@
+"""Frame transformers: ``WrenchTf``, ``TwistTf``, ``ImuTf``, ``PoseTf`` (after the vendor's
+frame-transformer SDK, ``reference/bota-tf-sdk-cpp-api.txt``; config format and codes as in
+``specs/tf-config-format.md``).
+
+One interface::
+
+    tf = WrenchTf("assets/config/tf_example.json")   # section tf_wrench_config; or WrenchTf(TfConfig(...))
+    tf.set_output_reference_point("fixed_frame", [0.1, 0.0, 0.0])  # False + warning if from config
+    out = np.zeros(6)
+    while running:
+        tf.set_fixed_to_moving_frame_tf([tx, ty, tz, qw, qx, qy, qz])  # if an entry is on the moving frame
+        code, out = tf.update(wrench_in, out)                           # allocation-free with out
+    codes, outs = tf.update_batch(wrenches, moving_tfs)                 # (N, 6) and (N, 7) logs
+
+Entries: ``Translation(origin, [x, y, z])`` (m, from the origin frame, in its axes) and
+``Rotation(origin, [qw, qx, qy, qz])`` (the axes relative to the origin frame), ``origin`` one of
+``fixed_frame``, ``moving_frame`` or empty ("not set": its setter must be called before update).
+Physics: see ``twin.transforms.signals`` (wrench moment term, twist velocity term, IMU centripetal
+term ``w x (w x (p_out - p_in))`` without angular acceleration) and ``twin.transforms.pose``.
+
+Policies and return codes
+-------------------------
+Conditions checked on every ``update`` (``update_batch`` checks them per row, except staleness):
+
+- not set: an entry still has an empty origin;
+- tf missing: an entry uses ``moving_frame`` but ``set_fixed_to_moving_frame_tf`` was never called;
+- non-finite: a NaN/inf in the input, or in the pushed transform (or a zero quaternion);
+- stale: ``max_tf_age_s`` is configured and the pushed transform is older than it at update time
+  (stamps from ``t_us`` arguments, else the monotonic clock);
+- off norm: the moving-frame (or, for ``PoseTf``, input) quaternion's norm is off 1 by more than
+  1e-6; it is normalised.
+
+What each policy returns ("zeros" = the output is all zeros; "computed" = the transform of the
+input with the data at hand: the last pushed transform, the normalised quaternion):
+
+==========  =====================  =====================  =====================  =================
+condition   best_effort (default)  soft_rt                hard_rt                strict_rt
+==========  =====================  =====================  =====================  =================
+none        OK, computed           OK, computed           OK, computed           OK, computed
+off norm    Degraded, computed     Degraded, computed     Degraded, computed     FatalError, zeros
+stale       Stale, computed        DeadlineMissed, comp.  DeadlineMissed, zeros  FatalError, zeros
+non-finite  NonFatalError, zeros   NonFatalError, zeros   FatalError, zeros      FatalError, zeros
+tf missing  NonFatalError, zeros   NonFatalError, zeros   FatalError, zeros      FatalError, zeros
+not set     NonFatalError, zeros   NonFatalError, zeros   FatalError, zeros      FatalError, zeros
+==========  =====================  =====================  =====================  =================
+
+When several conditions hold, a zeros outcome wins, else the most severe code (codes are ordered
+OK < Stale < Degraded < DeadlineMissed < NonFatalError < FatalError). ``tf.reason`` says why the
+last update was not OK; a change of code is logged once on the ``twin.transforms`` logger (no
+formatting or logging while the code stays the same). The reference SDK passes NaN through with
+OK and silently normalises quaternions; that is deliberately not kept. It also reports an unset
+entry as NonFatalError under every policy; here hard_rt and strict_rt make it FatalError, as for a
+missing transform. The table itself is data: ``twin.transforms.codes.POLICY_TABLE``.
+
+Configuration errors (bad JSON, missing section, unknown origin, wrong length or type,
+non-finite number, quaternion norm off 1 by more than 1e-6, moving input axes on ``PoseTf``) raise
+``TfConfigError`` naming the file, section and field. An unknown policy or key warns
+(``TfConfigWarning``) and is ignored (policy: best effort).
+"""
+
+from twin.transforms.codes import POLICY_TABLE, Condition, Policy, ReturnCode
+from twin.transforms.config import (
+    Origin,
+    Rotation,
+    TfConfig,
+    TfConfigError,
+    TfConfigWarning,
+    Translation,
+    load_tf_config,
+)
+from twin.transforms.pose import PoseTf
+from twin.transforms.signals import ImuTf, TwistTf, WrenchTf
+
+__all__ = [
+    "POLICY_TABLE",
+    "Condition",
+    "ImuTf",
+    "Origin",
+    "Policy",
+    "PoseTf",
+    "ReturnCode",
+    "Rotation",
+    "TfConfig",
+    "TfConfigError",
+    "TfConfigWarning",
+    "Translation",
+    "TwistTf",
+    "WrenchTf",
+    "load_tf_config",
+]

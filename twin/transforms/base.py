@@ -1,0 +1,271 @@
+"""The one interface of the four transformers: configuration, setters, policy, reporting.
+
+Subclasses supply the physics (``_resolve`` when the geometry changes, ``update`` and
+``update_batch`` on one plain-arithmetic kernel); everything else lives here once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+import warnings
+from typing import ClassVar
+
+import numpy as np
+
+from twin.transforms import _scalar as s
+from twin.transforms.codes import POLICY_TABLE, Condition, Policy, ReturnCode
+from twin.transforms.config import (
+    ENTRY_FIELDS,
+    Origin,
+    Rotation,
+    TfConfig,
+    TfConfigWarning,
+    Translation,
+    _Where,
+    load_tf_config,
+    parse_origin,
+    parse_quaternion,
+    parse_vector,
+    validate_config,
+)
+
+_log = logging.getLogger("twin.transforms")
+_OK = ReturnCode.OK
+_SETTER_OF = {attr: key for attr, key, _ in ENTRY_FIELDS}
+#: Rows per chunk in ``update_batch`` (the temporaries of a chunk stay in cache).
+BATCH_CHUNK = 4096
+
+
+def now_us() -> int:
+    """The default clock of time stamps when none is given: monotonic, integer microseconds."""
+    return time.monotonic_ns() // 1000
+
+
+def all_finite(values: tuple | list) -> bool:
+    return all(math.isfinite(v) for v in values)
+
+
+class TransformerBase:
+    """Shared behaviour of ``WrenchTf``, ``TwistTf``, ``ImuTf`` and ``PoseTf``.
+
+    Construct from a JSON file path (reads the class's section), a ``TfConfig``, or nothing (all
+    entries "not set"). Entries given there are locked: their setters return False and warn.
+    """
+
+    #: JSON section read by this transformer.
+    SECTION: ClassVar[str]
+    #: Length of the signal vector.
+    SIZE: ClassVar[int]
+    #: Field names of the signal, for messages.
+    FIELDS: ClassVar[str]
+
+    def __init__(self, source: str | os.PathLike | TfConfig | None = None) -> None:
+        if source is None:
+            config, label = TfConfig(), ""
+        elif isinstance(source, TfConfig):
+            config, label = validate_config(source), "TfConfig"
+        elif isinstance(source, (str, os.PathLike)):
+            config, label = load_tf_config(source, self.SECTION), "JSON"
+        else:
+            raise TypeError(
+                f"{type(self).__name__}: expected a JSON file path, a TfConfig or None, "
+                f"got {type(source).__name__}"
+            )
+        where = _Where(os.fspath(source) if label == "JSON" else "TfConfig", self.SECTION)
+        for attr, key, _ in ENTRY_FIELDS:
+            entry = getattr(config, attr)
+            self._check_entry(attr, entry.origin, where, key if label == "JSON" else attr)
+        self._name = config.name
+        self._policy = Policy(config.policy)
+        self._table = POLICY_TABLE[self._policy]
+        self._entries: dict[str, Translation | Rotation] = {
+            attr: getattr(config, attr) for attr, _, _ in ENTRY_FIELDS
+        }
+        self._locked = {a for a, e in self._entries.items() if e.origin is not Origin.UNSET}
+        self._unset = self._unset_entries()
+        self._locked_label = label
+        age = config.max_tf_age_s
+        self._max_age_us = None if age is None else round(age * 1e6)
+        self._last_code = _OK
+        self._reason = ""
+        self._standing: Condition | None = None
+        self._standing_reason = ""
+        self._code = _OK
+        self._code_reason = ""
+        self._dirty = True
+
+    # ----------------------------------------------------------------- metadata
+    def name(self) -> str:
+        """The configured name, or an empty string."""
+        return self._name
+
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    @property
+    def last_code(self) -> ReturnCode:
+        """The code of the last ``update``."""
+        return self._last_code
+
+    @property
+    def reason(self) -> str:
+        """Why the last ``update`` was not OK (empty if it was)."""
+        return "" if self._last_code is _OK else self._reason
+
+    def entry(self, attr: str) -> Translation | Rotation:
+        """The current entry ``input_ref_point``, ``input_expr_axes``, ``output_ref_point`` or
+        ``output_expr_axes`` (normalised values)."""
+        return self._entries[attr]
+
+    @property
+    def uses_moving_frame(self) -> bool:
+        return any(e.origin is Origin.MOVING for e in self._entries.values())
+
+    # ----------------------------------------------------------------- setters
+    def set_input_reference_point(self, origin: str, translation) -> bool:
+        """Translation (3,) m from ``origin`` to the input reference point, in origin axes."""
+        return self._set("input_ref_point", origin, translation)
+
+    def set_input_expression_axes(self, origin: str, rotation) -> bool:
+        """Unit quaternion (4,) ``[qw, qx, qy, qz]`` of the input axes relative to ``origin``."""
+        return self._set("input_expr_axes", origin, rotation)
+
+    def set_output_reference_point(self, origin: str, translation) -> bool:
+        """Translation (3,) m from ``origin`` to the output reference point, in origin axes."""
+        return self._set("output_ref_point", origin, translation)
+
+    def set_output_expression_axes(self, origin: str, rotation) -> bool:
+        """Unit quaternion (4,) ``[qw, qx, qy, qz]`` of the output axes relative to ``origin``."""
+        return self._set("output_expr_axes", origin, rotation)
+
+    def _set(self, attr: str, origin: str, value) -> bool:
+        cls = type(self).__name__
+        if attr in self._locked:
+            warnings.warn(
+                f"{cls}: {_SETTER_OF[attr][4:]} was loaded from {self._locked_label} and cannot "
+                "be overridden from code.",
+                TfConfigWarning,
+                stacklevel=3,
+            )
+            return False
+        setter = _SETTER_OF[attr]
+        where = _Where(f"{cls}.{setter}", None)
+        org = parse_origin(origin, where, "origin")
+        if org is Origin.UNSET:
+            raise where.error("origin", "is empty; expected 'fixed_frame' or 'moving_frame'")
+        self._check_entry(attr, org, where, "origin")
+        if attr.endswith("point"):
+            entry = Translation(org, parse_vector(value, 3, where, "translation", "[x, y, z] m"))
+        else:
+            entry = Rotation(org, parse_quaternion(value, where, "rotation"))
+        self._entries[attr] = entry
+        self._entries_changed()
+        return True
+
+    def _check_entry(self, attr: str, origin: Origin | str, where: _Where, fld: str) -> None:
+        """Hook: refuse an origin this transformer cannot use (raise ``TfConfigError``)."""
+
+    def _entries_changed(self) -> None:
+        self._unset = self._unset_entries()
+        self._dirty = True
+
+    # ----------------------------------------------------------------- helpers for subclasses
+    def _unset_entries(self) -> list[str]:
+        return [_SETTER_OF[a] for a, e in self._entries.items() if e.origin is Origin.UNSET]
+
+    def _begin_resolve(self) -> bool:
+        """Reset the standing state; False (with ``NOT_SET`` standing) if an entry is unset."""
+        self._dirty = False
+        self._standing = None
+        self._code = _OK
+        self._code_reason = ""
+        if self._unset:
+            self._stand(
+                Condition.NOT_SET,
+                f"entries not set: {', '.join(self._unset)}; set them before update",
+            )
+            return False
+        return True
+
+    def _stand(self, cond: Condition, reason: str) -> None:
+        """Record a condition that holds until the geometry changes; degrade or refuse."""
+        outcome = self._table[cond]
+        if outcome.computed:
+            if outcome.code > self._code:
+                self._code, self._code_reason = outcome.code, reason
+        elif self._standing is None:
+            self._standing, self._standing_reason = cond, reason
+
+    def _fail(self, cond: Condition, reason: str, out):
+        """Zero output with the policy's code for ``cond``."""
+        code = self._table[cond].code
+        if out is None:
+            out = np.zeros(self.SIZE)
+        else:
+            for i in range(self.SIZE):
+                out[i] = 0.0
+        self._reason = reason
+        if code is not self._last_code:
+            self._report(code)
+        return code, out
+
+    def _report(self, code: ReturnCode) -> None:
+        """Log on a change of code only (the hot path never formats messages while OK)."""
+        self._last_code = code
+        label = f"{type(self).__name__}({self._name!r})"
+        if code is _OK:
+            _log.info("%s: back to OK", label)
+        else:
+            _log.warning("%s: %s: %s", label, code.name, self._reason)
+
+    def _signal_error(self, value) -> ValueError:
+        return ValueError(
+            f"{type(self).__name__}.update: expected {self.SIZE} numbers {self.FIELDS}, "
+            f"got {value!r}"
+        )
+
+    def _batch_input(self, x, out) -> tuple[np.ndarray, np.ndarray]:
+        arr = np.asarray(x, dtype=float)
+        if arr.ndim != 2 or arr.shape[1] != self.SIZE:
+            raise ValueError(
+                f"{type(self).__name__}.update_batch: expected an (N, {self.SIZE}) array of "
+                f"{self.FIELDS}, got shape {arr.shape}"
+            )
+        if out is None:
+            out = np.empty_like(arr)
+        elif out.shape != arr.shape:
+            raise ValueError(f"out must have shape {arr.shape}, got {out.shape}")
+        return arr, out
+
+    def _batch_codes(
+        self,
+        out: np.ndarray,
+        bad: np.ndarray,
+        off: np.ndarray | None,
+        standing: Condition | None,
+        base_code: ReturnCode,
+    ) -> np.ndarray:
+        """Per-row codes (N,) int8 for non-finite rows ``bad`` and off-norm rows ``off``
+        (zeroing refused rows of ``out``), on top of ``standing`` / ``base_code``."""
+        n = len(out)
+        codes = np.full(n, int(base_code), dtype=np.int8)
+        if standing is not None:
+            codes[:] = int(self._table[standing].code)
+            out[:] = 0.0
+            return codes
+        for cond, rows in ((Condition.OFF_NORM, off), (Condition.NON_FINITE, bad)):
+            if rows is None or not rows.any():
+                continue
+            outcome = self._table[cond]
+            codes[rows] = np.maximum(codes[rows], int(outcome.code))
+            if not outcome.computed:
+                out[rows] = 0.0
+        return codes
+
+    @staticmethod
+    def _entry_matrix(entry: Rotation) -> s.Mat9:
+        return s.quat_to_mat9(tuple(entry.rotation))

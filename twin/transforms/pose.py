@@ -1,0 +1,183 @@
+"""``PoseTf``: a pose ``[px, py, pz, qw, qx, qy, qz]`` re-expressed by rigid composition.
+
+The input pose gives where the moving body is, so there is no ``set_fixed_to_moving_frame_tf``.
+Meaning of the entries for a pose (a point fixed in the fixed frame is where a position vector
+*starts*; a point fixed on the moving body is where it *ends*):
+
+- input: position ``p`` of the input reference point relative to the input base, in the input
+  axes ``R_ia`` (``fixed_frame`` only: the input quaternion defines the moving frame, so moving
+  input axes would be circular and are refused); orientation ``q`` of the body relative to the
+  input axes (``q * v_moving = v_expressed``). A ``fixed_frame`` input point ``d`` is the base
+  (start of ``p``) at ``d`` in the fixed frame; a ``moving_frame`` point ``e_in`` is the body
+  point whose position ``p`` is.
+- output: likewise; ``fixed_frame`` output point = base of the output position, ``moving_frame``
+  output point ``e_out`` = the body point reported; output axes fixed, or moving (rotation
+  relative to the body).
+
+As transforms: ``fixed_T_moving = B_in P E_in^-1`` and ``out = B_out^-1 fixed_T_moving E_out``,
+with ``B`` the base (point if fixed, axes) and ``E`` the body point (translation if moving).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from twin.spatial import quaternion
+from twin.transforms import _scalar as s
+from twin.transforms.base import BATCH_CHUNK, TransformerBase, all_finite
+from twin.transforms.codes import Condition, ReturnCode
+from twin.transforms.config import QUATERNION_NORM_TOLERANCE, Origin, _Where
+
+_OK = ReturnCode.OK
+_ZERO3 = (0.0, 0.0, 0.0)
+
+
+def _floats(values: np.ndarray) -> tuple:
+    """Python floats for the scalar hot path."""
+    return tuple(np.asarray(values, dtype=float).tolist())
+
+
+class PoseTf(TransformerBase):
+    """Pose ``[px, py, pz, qw, qx, qy, qz]`` (m, unit quaternion) from the input base/point/axes
+    to the output base/point/axes. JSON section ``tf_pose_config``."""
+
+    SECTION = "tf_pose_config"
+    SIZE = 7
+    FIELDS = "[px, py, pz, qw, qx, qy, qz]"
+
+    def __init__(self, source=None) -> None:
+        super().__init__(source)
+        self._e: s.Vec3 = _ZERO3  # body point offset e_out - e_in (moving frame) m
+        self._e_zero = True
+        self._out_moving = False
+        # Constants of _compose, set by _resolve.
+        self._rot_out_t = self._lin = s.IDENTITY9
+        self._m = self._off = _ZERO3
+        self._q_const = self._q_left = (1.0, 0.0, 0.0, 0.0)
+
+    def _check_entry(self, attr, origin, where: _Where, fld: str) -> None:
+        if attr == "input_expr_axes" and origin == Origin.MOVING:
+            raise where.error(
+                fld,
+                "PoseTf: the input expression axes cannot use 'moving_frame' (the input pose's "
+                "quaternion defines the moving frame: circular); expected 'fixed_frame'",
+            )
+
+    def _resolve(self) -> None:
+        if not self._begin_resolve():
+            return
+        e = self._entries
+        d_in, d_out = e["input_ref_point"], e["output_ref_point"]
+        t_bi = tuple(d_in.translation) if d_in.origin is Origin.FIXED else _ZERO3
+        t_bo = tuple(d_out.translation) if d_out.origin is Origin.FIXED else _ZERO3
+        e_in = tuple(d_in.translation) if d_in.origin is Origin.MOVING else _ZERO3
+        e_out = tuple(d_out.translation) if d_out.origin is Origin.MOVING else _ZERO3
+        self._e = tuple(b - a for a, b in zip(e_in, e_out))
+        self._e_zero = self._e == _ZERO3
+        dt = np.subtract(t_bi, t_bo)
+        q_bi = np.asarray(e["input_expr_axes"].rotation)
+        q_out_c = quaternion.conjugate(np.asarray(e["output_expr_axes"].rotation))
+        self._out_moving = e["output_expr_axes"].origin is Origin.MOVING
+        rot_out_t = quaternion.to_matrix(q_out_c)
+        self._rot_out_t = _floats(rot_out_t.ravel())
+        if self._out_moving:
+            # pos = R_out^T (R_p^T (p + R_bi^T dt) + e); orientation = conj(q_out)
+            self._m = _floats(quaternion.rotate(quaternion.conjugate(q_bi), dt))
+            self._q_const = _floats(q_out_c)
+        else:
+            # pos = R_out^T R_bi (p + R_p e) + R_out^T dt; orientation = conj(q_out) q_bi q_p
+            self._lin = _floats((rot_out_t @ quaternion.to_matrix(q_bi)).ravel())
+            self._off = _floats(rot_out_t @ dt)
+            self._q_left = _floats(quaternion.multiply(q_out_c, q_bi))
+
+    def update(self, x_in, out=None, t_us: int | None = None):
+        """Transform one pose (7,). ``out``: optional (7,) array or list written in place.
+        ``t_us`` is accepted for interface symmetry (a pose has no moving-frame transform to
+        age). Returns ``(code, out)``; the output quaternion is unit and canonical."""
+        if self._dirty:
+            self._resolve()
+        if self._standing is not None:
+            return self._fail(self._standing, self._standing_reason, out)
+        if type(x_in) is np.ndarray:
+            x_in = x_in.tolist()
+        try:
+            px, py, pz, qw, qx, qy, qz = x_in
+            n2 = qw * qw + qx * qx + qy * qy + qz * qz
+            total = px + py + pz + n2
+        except (TypeError, ValueError) as e:
+            raise self._signal_error(x_in) from e
+        if not (n2 > 0.0 and (total - total == 0.0 or all_finite(x_in))):
+            return self._fail(
+                Condition.NON_FINITE, f"non-finite input or zero quaternion {list(x_in)}", out
+            )
+        code = _OK
+        n = math.sqrt(n2)
+        if abs(n - 1.0) > QUATERNION_NORM_TOLERANCE:
+            outcome = self._table[Condition.OFF_NORM]
+            reason = f"input quaternion norm {n:.9g} (normalised)"
+            if not outcome.computed:
+                return self._fail(Condition.OFF_NORM, reason, out)
+            code = outcome.code
+            self._reason = reason
+        pos, q = self._compose(px, py, pz, (qw / n, qx / n, qy / n, qz / n))
+        qw, qx, qy, qz = s.qcanonical(q)
+        if out is None:
+            out = np.array((pos[0], pos[1], pos[2], qw, qx, qy, qz))
+        else:
+            out[0], out[1], out[2] = pos
+            out[3] = qw
+            out[4] = qx
+            out[5] = qy
+            out[6] = qz
+        if code is not self._last_code:
+            self._report(code)
+        return code, out
+
+    def _compose(self, px, py, pz, q_p: s.Quat) -> tuple[s.Vec3, s.Quat]:
+        """Output position and (unnormalised) quaternion of an input position and unit
+        quaternion; plain arithmetic, so components may be floats or (N,) arrays."""
+        if self._out_moving:
+            mx, my, mz = self._m
+            ux, uy, uz = s.qrot(s.qconj(q_p), (px + mx, py + my, pz + mz))
+            ex, ey, ez = self._e
+            return s.mat_vec(self._rot_out_t, (ux + ex, uy + ey, uz + ez)), self._q_const
+        if not self._e_zero:
+            ex, ey, ez = s.qrot(q_p, self._e)
+            px, py, pz = px + ex, py + ey, pz + ez
+        x, y, z = s.mat_vec(self._lin, (px, py, pz))
+        ox, oy, oz = self._off
+        return (x + ox, y + oy, z + oz), s.qmul(self._q_left, q_p)
+
+    def update_batch(self, x, out: np.ndarray | None = None):
+        """Transform N poses (N, 7). Returns ``(codes (N,) int8, out (N, 7))``; rows with a
+        non-finite value or zero quaternion, or off unit norm, follow the policy table. The
+        same formulas as ``update``, evaluated on (N,) columns."""
+        xs, out = self._batch_input(x, out)
+        if self._dirty:
+            self._resolve()
+        if self._standing is not None:
+            return self._batch_codes(out, None, None, self._standing, _OK), out
+        codes = np.empty(len(xs), dtype=np.int8)
+        for lo in range(0, len(xs), BATCH_CHUNK):
+            sl = slice(lo, lo + BATCH_CHUNK)
+            codes[sl] = self._batch_chunk(xs[sl], out[sl])
+        return codes, out
+
+    def _batch_chunk(self, xs: np.ndarray, out: np.ndarray) -> np.ndarray:
+        cols = np.ascontiguousarray(xs.T)
+        px, py, pz, qw, qx, qy, qz = cols
+        norm = np.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
+        bad = ~np.isfinite(cols).all(axis=0) | (norm == 0.0)
+        if bad.any():
+            cols[:, bad] = np.array([[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]).T
+            norm[bad] = 1.0
+        off = np.abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE
+        pos, q = self._compose(px, py, pz, (qw / norm, qx / norm, qy / norm, qz / norm))
+        if self._out_moving:  # constant orientation
+            q = tuple(np.full(len(px), c) for c in q)
+        out_t = out.T
+        for i, v in enumerate((*pos, *s.qcanonical(q))):
+            out_t[i] = v
+        return self._batch_codes(out, bad, off, None, _OK)
