@@ -1,0 +1,267 @@
+"""``OnnxRLController``: run an exploy-convention ONNX policy against the three interfaces.
+
+    controller = OnnxRLController(state, commands, data_collection)
+    if not controller.create("policy.onnx"):   # parse and match the model
+        raise SystemExit(controller.error)
+    controller.init(enable_data_collection=False, mode=WorkerMode.SYNC)
+    while running:
+        ok = controller.update(t_us)          # read -> infer -> write when a period is due
+        robot.step()
+
+``create`` and ``init`` return ``False`` on failure with the typed exception in ``error``;
+``update`` returns ``False`` on a failed cycle with the reason in ``fault``. A policy output of
+NaN or inf fails the cycle before anything is written, so the robot keeps the last safe command.
+
+A cycle: ``state.begin_cycle`` (one robot snapshot), every input's ``read``, inference (timed),
+the finiteness check, every output's ``write``, ``state.end_cycle`` (one ``robot.write``), and,
+with data collection enabled, one row of every registered source. Unlike the reference, which
+collects at every ``update`` call (including skipped ticks), a row is written per completed cycle,
+so inputs and outputs in a row belong together (also in async mode).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import numpy as np
+
+from twin.control.context import OnnxContext
+from twin.control.errors import ComponentInitError, ControlError
+from twin.control.interfaces import CommandInterface, DataCollectionInterface, RobotStateInterface
+from twin.control.matchers import default_group_matchers, default_matchers
+from twin.control.runtime import OnnxRuntime, OnnxRuntimeOptions
+from twin.control.workers import AsyncWorker, SyncWorker, Worker, WorkerMode
+
+__all__ = ["NullDataCollection", "OnnxRLController"]
+
+logger = logging.getLogger(__name__)
+
+
+class NullDataCollection(DataCollectionInterface):
+    """Collects nothing (for controllers created without data collection)."""
+
+    def register_data_source(self, prefix: str, data: np.ndarray) -> bool:
+        return True
+
+    def collect_data(self, t_us: int) -> bool:
+        return True
+
+
+class OnnxRLController:
+    """An ONNX policy controller; see the module docstring."""
+
+    def __init__(
+        self,
+        state: RobotStateInterface,
+        command: CommandInterface,
+        data_collection: DataCollectionInterface | None = None,
+    ) -> None:
+        self.state = state
+        self.command = command
+        self.data_collection = data_collection or NullDataCollection()
+        self.runtime = OnnxRuntime()
+        self._context = OnnxContext()
+        self._defaults_registered = False
+        self._worker: Worker | None = None
+        self._initialized = False
+        self._collect = False
+        self._t_us = 0
+        #: Wall time (s) of the last inference, (1,) float64 (registered for data collection).
+        self.inference_duration_s = np.zeros(1)
+        #: Why the last ``create``/``init`` failed (a ``ControlError``), else ``None``.
+        self.error: ControlError | None = None
+        #: Why the last failed ``update`` failed, else ``None`` (cleared by a good cycle).
+        self.fault: str | None = None
+        #: Failed cycles since construction.
+        self.fault_count = 0
+        self._logged_fault: str | None = None
+
+    # ------------------------------------------------------------------ setup
+    def context(self) -> OnnxContext:
+        """The matching context: register custom matchers here before ``create``."""
+        return self._context
+
+    def create(
+        self,
+        onnx_model_path: str | os.PathLike[str],
+        register_default_matchers: bool = True,
+        options: OnnxRuntimeOptions | None = None,
+        strict: bool = True,
+    ) -> bool:
+        """Load the model and match its tensors (call ``init`` afterwards).
+
+        Built-in matchers are registered on the first call with ``register_default_matchers``;
+        custom matchers registered through ``context()`` survive later calls (e.g. a reload).
+        Returns ``False`` with the reason in ``error``.
+        """
+        self._stop_worker()
+        self._initialized = False
+        self.error = None
+        if register_default_matchers and not self._defaults_registered:
+            self._defaults_registered = True
+            for matcher in default_matchers():
+                self._context.register_matcher(matcher)
+            for matcher in default_group_matchers():
+                self._context.register_group_matcher(matcher)
+        try:
+            self.runtime.initialize(onnx_model_path, options)
+            self._context.create_context(self.runtime, strict=strict)
+        except ControlError as e:
+            return self._failed(e, f"creating the controller from {str(onnx_model_path)!r}")
+        return True
+
+    def init(
+        self, enable_data_collection: bool = False, mode: WorkerMode = WorkerMode.SYNC
+    ) -> bool:
+        """Connect every component to the interfaces and set up the worker.
+
+        Returns ``False`` (reason in ``error``) if no model was created or a component cannot be
+        served (unknown joint, missing sensor, ...). Ends with ``reset()``.
+        """
+        self._stop_worker()
+        self._initialized = False
+        self.error = None
+        if not self.runtime.is_initialized or not self._context.update_rate:
+            return self._failed(
+                ControlError("no model: call create(path) successfully before init()"), "init"
+            )
+        try:
+            for component in (*self._context.inputs, *self._context.outputs):
+                try:
+                    component.init(self.state, self.command)
+                except ComponentInitError as e:
+                    raise ComponentInitError(
+                        f"component {component!r} (tensors {component.tensors}): {e}"
+                    ) from e
+            self.state.finish_init()
+            self._collect = enable_data_collection and self._register_data_sources()
+        except ControlError as e:
+            return self._failed(e, "init")
+        worker_cls = AsyncWorker if WorkerMode(mode) is WorkerMode.ASYNC else SyncWorker
+        self._worker = worker_cls(self._context.update_rate)
+        self._worker.set_callbacks(self._read_inputs, self._infer, self._write_outputs)
+        self._initialized = True
+        self.reset()
+        return True
+
+    def _register_data_sources(self) -> bool:
+        """Every float32 input and output, and the inference duration (as the reference does)."""
+        rt, dc = self.runtime, self.data_collection
+        sources = [
+            (f"model/input/{n}", rt.input_buffer(n))
+            for n in rt.input_names()
+            if rt.input_info(n).dtype is np.float32
+        ]
+        sources += [
+            (f"model/output/{n}", rt.output_buffer(n))
+            for n in rt.output_names()
+            if rt.output_info(n).dtype is np.float32
+        ]
+        sources.append(("model/inference/duration_s", self.inference_duration_s))
+        for prefix, data in sources:
+            if not dc.register_data_source(prefix, data):
+                raise ControlError(
+                    f"registering data source {prefix!r} with {type(dc).__name__} failed"
+                )
+        return True
+
+    def _failed(self, error: ControlError, what: str) -> bool:
+        self.error = error
+        logger.error("%s failed: %s", what, error)
+        return False
+
+    # ------------------------------------------------------------------ running
+    def reset(self) -> None:
+        """Zero every buffer (memory and step count restart at 0) and reset the worker."""
+        if self.runtime.is_initialized:
+            self.runtime.reset_buffers()
+        if self._worker is not None:
+            self._worker.reset()
+        self.fault = None
+
+    def update(self, t_us: int) -> bool:
+        """One control tick at ``t_us`` (integer microseconds): read, infer, write when due.
+
+        ``False`` if the cycle failed (``fault`` says why); the robot then keeps its last command.
+        """
+        if not self._initialized:
+            self._set_fault("the controller is not initialized: call create() and init() first")
+            return False
+        self._t_us = t_us
+        if self._worker.update(t_us):
+            return True
+        if self.fault is None:
+            self._set_fault("the policy cycle failed")
+        return False
+
+    @property
+    def worker(self) -> Worker | None:
+        return self._worker
+
+    def _read_inputs(self) -> bool:
+        self.fault = None
+        state, command, rt = self.state, self.command, self.runtime
+        if not state.begin_cycle(self._t_us):
+            return self._set_fault(f"{type(state).__name__}.begin_cycle failed (no robot state)")
+        for component in self._context.inputs:
+            if not component.read(rt, state, command):
+                return self._set_fault(f"input {component.name!r} has no value this cycle")
+        return True
+
+    def _infer(self) -> bool:
+        rt = self.runtime
+        t0 = time.perf_counter()
+        ok = rt.evaluate()
+        self.inference_duration_s[0] = time.perf_counter() - t0
+        if not ok:
+            return self._set_fault(rt.last_error or "inference failed")
+        if not rt.outputs_finite():
+            bad = rt.non_finite_outputs()
+            return self._set_fault(
+                f"policy output(s) {bad} are not finite (NaN/inf, or beyond "
+                f"{rt.output_limit:.1e}); nothing was written, the last command stays in force"
+            )
+        return True
+
+    def _write_outputs(self) -> bool:
+        state, command, rt = self.state, self.command, self.runtime
+        for component in self._context.outputs:
+            if not component.write(rt, state, command):
+                return self._set_fault(f"output {component.name!r} was refused by the robot")
+        if not state.end_cycle(self._t_us):
+            return self._set_fault(f"{type(state).__name__}.end_cycle failed (command not sent)")
+        if self._collect and not self.data_collection.collect_data(self._t_us):
+            return self._set_fault(
+                f"data collection failed at t_us={self._t_us}; see the collector's error"
+            )
+        self._logged_fault = None
+        return True
+
+    def _set_fault(self, reason: str) -> bool:
+        if self.fault is None:
+            self.fault_count += 1
+        if reason != self._logged_fault:  # log each new reason once, not every cycle
+            logger.warning("controller cycle failed: %s", reason)
+            self._logged_fault = reason
+        self.fault = reason
+        return False
+
+    # ------------------------------------------------------------------ cleanup
+    def _stop_worker(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def close(self) -> None:
+        """Stop the background worker and release the session (idempotent)."""
+        self._stop_worker()
+        self._initialized = False
+        self.runtime.close()
+
+    def __enter__(self) -> OnnxRLController:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,336 @@
+"""``RobotStateAdapter``: the controller's state interface on any ``twin.robot.Robot``.
+
+Written once against the robot interface, so the controller runs unchanged on the sim and the
+hardware backend (and on test robots). Per cycle it takes one ``robot.read()`` snapshot
+(``begin_cycle``) and sends one ``JointCommand`` with ``robot.write`` (``end_cycle``).
+
+What it serves, for this fixed-base arm:
+
+* joints: ``q`` (rad), ``qd`` (rad/s), ``tau`` (N m) of ``RobotState``, mapped by name to
+  ``robot.model.joint_names``; joint targets become ``JointCommand(q_des=pos, qd_des=vel,
+  tau_ff=effort, kp=stiffness, kd=damping)`` in the robot's joint order.
+* base: fixed at the world origin (identity pose, zero velocity); world = base frame.
+* bodies: any link of ``robot.model``: pose from ``model.fk(q, link)``, velocities from
+  ``model.jacobian(q, link) @ qd`` rotated into the body frame.
+* IMU ``imu`` (the IMU link): angular rate measured (``RobotState.imu``); orientation measured
+  when the sample has one, else from forward kinematics; linear velocity from kinematics (an
+  IMU does not measure it).
+* no SE(2) velocity sink, height scanner or camera: their ``init`` fails with a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from twin.control.errors import ComponentInitError
+from twin.control.interfaces import (
+    BaseInfo,
+    BodyInfo,
+    ImuInfo,
+    JointGroupInfo,
+    JointInfo,
+    RobotStateInterface,
+)
+from twin.robot import Health, JointCommand, Robot, RobotState
+from twin.spatial import quaternion
+
+__all__ = ["RobotStateAdapter"]
+
+_ZERO3 = np.zeros(3)
+_IDENTITY_Q = np.array([1.0, 0.0, 0.0, 0.0])
+for _a in (_ZERO3, _IDENTITY_Q):
+    _a.flags.writeable = False
+#: Health flags that make a snapshot unusable for control.
+BAD_HEALTH = Health.DISCONNECTED | Health.JOINTS_STALE
+_Q_DES, _QD_DES, _TAU_FF, _KP, _KD = range(5)
+
+
+class RobotStateAdapter(RobotStateInterface):
+    """The state interface on ``robot``; see the module docstring.
+
+    articulation: the articulation name policies use for this arm, or ``None`` to accept any
+    (the robot has one articulation). imus: IMU name -> IMU link. hold_kp/hold_kd: (n,) gains
+    that hold joints no joint-target output commands at the position measured at ``init``;
+    without them such joints are an init error.
+    """
+
+    def __init__(
+        self,
+        robot: Robot,
+        articulation: str | None = None,
+        imus: Mapping[str, str] | None = None,
+        hold_kp: np.ndarray | None = None,
+        hold_kd: np.ndarray | None = None,
+    ) -> None:
+        self.robot = robot
+        self.model = robot.model
+        self.articulation = articulation
+        self.imus = dict(imus) if imus is not None else {"imu": "imu"}
+        self._index = {name: i for i, name in enumerate(self.model.joint_names)}
+        n = len(self.model.joint_names)
+        self._hold = (
+            None if hold_kp is None else (np.asarray(hold_kp, float), np.asarray(hold_kd, float))
+        )
+        self._pending = np.zeros((5, n))
+        self._last_sent = self._pending.copy()
+        self._commanded = np.zeros(n, dtype=bool)
+        self._dirty = False
+        self._groups: dict[int, tuple[JointGroupInfo, np.ndarray | slice]] = {}
+        self._state: RobotState | None = None
+        self._cycle = 0
+        self._kin_cache: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
+        #: The reason of the last refused read or write, else ``None``.
+        self.last_error: str | None = None
+
+    # ------------------------------------------------------------------ checks
+    def _check_articulation(self, name: str) -> None:
+        if self.articulation is not None and name != self.articulation:
+            raise ComponentInitError(
+                f"articulation {name!r} is not this robot's; it serves articulation {self.articulation!r}"
+            )
+
+    def _joint(self, info: JointInfo) -> int:
+        self._check_articulation(info.articulation_name)
+        index = self._index.get(info.joint_name)
+        if index is None:
+            raise ComponentInitError(
+                f"unknown joint {info.joint_name!r}; the robot's joints are {self.model.joint_names}"
+            )
+        return index
+
+    def _group(self, group: JointGroupInfo) -> np.ndarray | slice:
+        """Robot indices of the group's joints: a slice when they are all joints in robot order.
+
+        Cached by object identity (components keep their group record), checked by ``is``.
+        """
+        entry = self._groups.get(id(group))
+        if entry is None or entry[0] is not group:
+            index = np.array([self._joint(j) for j in group.joints()], dtype=np.intp)
+            if np.array_equal(index, np.arange(len(self._index))):
+                index = slice(None)
+            entry = (group, index)
+            self._groups[id(group)] = entry
+        return entry[1]
+
+    def _link(self, articulation: str, link: str) -> None:
+        self._check_articulation(articulation)
+        if link not in self.model.link_names:
+            raise ComponentInitError(
+                f"unknown body {link!r}; the robot's links are {self.model.link_names}"
+            )
+
+    def _imu_link(self, info: ImuInfo) -> str:
+        link = self.imus.get(info.imu_name)
+        if link is None:
+            raise ComponentInitError(
+                f"unknown IMU {info.imu_name!r}; this robot has IMU(s) {tuple(self.imus)}"
+            )
+        if link not in self.model.link_names:
+            raise ComponentInitError(
+                f"IMU {info.imu_name!r} is on link {link!r}, which the robot model lacks"
+            )
+        return link
+
+    # ------------------------------------------------------------------ cycle hooks
+    def finish_init(self) -> None:
+        """Joints that no output commands are held (``hold_kp``/``hold_kd``) or an error.
+
+        Ends one ``init``: the next ``init`` (e.g. after a reload) starts from no commanded joints.
+        """
+        commanded, self._commanded = self._commanded, np.zeros_like(self._commanded)
+        if not commanded.any():
+            return
+        free = [n for n, on in zip(self.model.joint_names, commanded) if not on]
+        if free and self._hold is None:
+            raise ComponentInitError(
+                f"joints {free} are commanded by no joint-target output; give the adapter "
+                "hold_kp/hold_kd to hold them, or export targets for every joint"
+            )
+        if free:
+            q = np.asarray(self.robot.read().q, float)
+            mask = ~commanded
+            self._pending[_Q_DES, mask] = q[mask]
+            self._pending[_KP, mask] = self._hold[0][mask]
+            self._pending[_KD, mask] = self._hold[1][mask]
+        self._last_sent = self._pending.copy()
+
+    def begin_cycle(self, t_us: int) -> bool:
+        try:
+            state = self.robot.read()
+        except Exception as e:  # a backend's transport error is an ordinary failed cycle
+            self.last_error = f"robot.read() failed: {e}"
+            return False
+        if state.health and state.health & BAD_HEALTH:  # Health.OK is 0: skip the flag maths
+            self.last_error = f"robot state unusable: health {state.health!r}"
+            return False
+        self._state = state
+        self._cycle += 1
+        return True
+
+    def end_cycle(self, t_us: int) -> bool:
+        if not self._dirty:
+            return True
+        self._dirty = False
+        p = self._pending
+        try:
+            self.robot.write(
+                JointCommand(
+                    q_des=p[_Q_DES], qd_des=p[_QD_DES], tau_ff=p[_TAU_FF], kp=p[_KP], kd=p[_KD]
+                )
+            )
+        except ValueError as e:  # refused (non-finite, negative gain): previous command kept
+            self.last_error = f"robot.write refused the command: {e}"
+            p[:] = self._last_sent
+            return False
+        self._last_sent[:] = p
+        return True
+
+    # ------------------------------------------------------------------ joints
+    def init_joint_position(self, info: JointInfo) -> None:
+        self._joint(info)
+
+    def init_joint_velocity(self, info: JointInfo) -> None:
+        self._joint(info)
+
+    def init_joint_effort(self, info: JointInfo) -> None:
+        self._joint(info)
+
+    def init_joint_output(self, info: JointInfo) -> None:
+        self._commanded[self._joint(info)] = True
+
+    def joint_position(self, info: JointInfo) -> float | None:
+        return None if self._state is None else float(self._state.q[self._index[info.joint_name]])
+
+    def joint_velocity(self, info: JointInfo) -> float | None:
+        return None if self._state is None else float(self._state.qd[self._index[info.joint_name]])
+
+    def joint_effort(self, info: JointInfo) -> float | None:
+        return None if self._state is None else float(self._state.tau[self._index[info.joint_name]])
+
+    def joint_positions(self, group: JointGroupInfo, out: np.ndarray) -> bool:
+        if self._state is None:
+            return False
+        out[:] = self._state.q[self._group(group)]
+        return True
+
+    def joint_velocities(self, group: JointGroupInfo, out: np.ndarray) -> bool:
+        if self._state is None:
+            return False
+        out[:] = self._state.qd[self._group(group)]
+        return True
+
+    def _set(self, row: int, info: JointInfo, value: float) -> bool:
+        self._pending[row, self._index[info.joint_name]] = value
+        self._dirty = True
+        return True
+
+    def set_joint_position(self, info: JointInfo, position: float) -> bool:
+        return self._set(_Q_DES, info, position)
+
+    def set_joint_velocity(self, info: JointInfo, velocity: float) -> bool:
+        return self._set(_QD_DES, info, velocity)
+
+    def set_joint_effort(self, info: JointInfo, effort: float) -> bool:
+        return self._set(_TAU_FF, info, effort)
+
+    def set_joint_p_gain(self, info: JointInfo, p_gain: float) -> bool:
+        return self._set(_KP, info, p_gain)
+
+    def set_joint_d_gain(self, info: JointInfo, d_gain: float) -> bool:
+        return self._set(_KD, info, d_gain)
+
+    def set_joint_targets(self, group, position, velocity, effort, p_gain, d_gain) -> bool:
+        index, p = self._group(group), self._pending
+        p[_Q_DES, index] = position
+        p[_QD_DES, index] = velocity
+        p[_TAU_FF, index] = effort
+        p[_KP, index] = p_gain
+        p[_KD, index] = d_gain
+        self._dirty = True
+        return True
+
+    # ------------------------------------------------------------------ base (fixed)
+    def init_base_pos_w(self, info: BaseInfo) -> None:
+        self._check_articulation(info.articulation_name)
+
+    init_base_quat_w = init_base_lin_vel_b = init_base_ang_vel_b = init_base_pos_w
+
+    def base_pos_w(self, info: BaseInfo) -> np.ndarray:
+        return _ZERO3
+
+    def base_quat_w(self, info: BaseInfo) -> np.ndarray:
+        return _IDENTITY_Q
+
+    def base_lin_vel_b(self, info: BaseInfo) -> np.ndarray:
+        return _ZERO3
+
+    def base_ang_vel_b(self, info: BaseInfo) -> np.ndarray:
+        return _ZERO3
+
+    # ------------------------------------------------------------------ bodies
+    def init_body_position_w(self, info: BodyInfo) -> None:
+        self._link(info.articulation_name, info.body_name)
+
+    init_body_orientation_w = init_body_linear_velocity_b = init_body_angular_velocity_b = (
+        init_body_position_w
+    )
+
+    def _kinematics(self, kind: str, link: str) -> np.ndarray | None:
+        """``fk`` (4, 4) or ``twist`` (6,) [v; w] base frame of ``link``, cached per cycle."""
+        if self._state is None:
+            return None
+        cached = self._kin_cache.get((kind, link))
+        if cached is not None and cached[0] == self._cycle:
+            return cached[1]
+        q = self._state.q
+        value = (
+            self.model.fk(q, link)
+            if kind == "fk"
+            else self.model.jacobian(q, link) @ self._state.qd
+        )
+        self._kin_cache[(kind, link)] = (self._cycle, value)
+        return value
+
+    def _body_frame(self, link: str, part: slice) -> np.ndarray | None:
+        pose, twist = self._kinematics("fk", link), self._kinematics("twist", link)
+        if pose is None:
+            return None
+        return pose[:3, :3].T @ twist[part]
+
+    def body_position_w(self, info: BodyInfo) -> np.ndarray | None:
+        pose = self._kinematics("fk", info.body_name)
+        return None if pose is None else pose[:3, 3]
+
+    def body_orientation_w(self, info: BodyInfo) -> np.ndarray | None:
+        pose = self._kinematics("fk", info.body_name)
+        return None if pose is None else quaternion.from_matrix(pose[:3, :3])
+
+    def body_linear_velocity_b(self, info: BodyInfo) -> np.ndarray | None:
+        return self._body_frame(info.body_name, slice(0, 3))
+
+    def body_angular_velocity_b(self, info: BodyInfo) -> np.ndarray | None:
+        return self._body_frame(info.body_name, slice(3, 6))
+
+    # ------------------------------------------------------------------ IMU
+    def init_imu_linear_velocity_imu(self, info: ImuInfo) -> None:
+        self._imu_link(info)
+
+    init_imu_angular_velocity_imu = init_imu_orientation_w = init_imu_linear_velocity_imu
+
+    def imu_linear_velocity_imu(self, info: ImuInfo) -> np.ndarray | None:
+        return self._body_frame(self.imus[info.imu_name], slice(0, 3))
+
+    def imu_angular_velocity_imu(self, info: ImuInfo) -> np.ndarray | None:
+        state = self._state
+        if state is None or state.imu is None or (state.health and state.health & Health.IMU_STALE):
+            return None
+        return state.imu.angular_rate
+
+    def imu_orientation_w(self, info: ImuInfo) -> np.ndarray | None:
+        state = self._state
+        if state is not None and state.imu is not None and state.imu.orientation is not None:
+            return state.imu.orientation
+        pose = self._kinematics("fk", self.imus[info.imu_name])
+        return None if pose is None else quaternion.from_matrix(pose[:3, :3])

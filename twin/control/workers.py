@@ -1,0 +1,233 @@
+"""Execution strategies for the read -> work (inference) -> write pipeline.
+
+Timing follows exploy's workers exactly: the period is whole milliseconds,
+``round(1000 / rate_hz)`` (half away from zero); the first ``update`` fires at once (the phase
+reference is set one period back), later ones fire when the elapsed time, rounded to whole
+milliseconds, reaches the period, and the phase advances by exactly one period
+(``last += period``), so a late call does not shift later cycles.
+
+``SyncWorker`` runs the three callbacks inline. ``AsyncWorker`` reads on the caller's thread,
+infers on a background thread, and writes finished results on the caller's thread at the next
+``update``; a cycle boundary reached while inference still runs is skipped (an overrun:
+``update`` returns ``True``); a failed inference latches a fault (``update`` returns ``False``)
+until ``reset``.
+
+One deviation: the reference subtracts unsigned time stamps, so a clock that jumps backwards
+fires at once; here a negative elapsed time does not fire.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import logging
+import math
+import threading
+from collections.abc import Callable
+
+__all__ = ["AsyncWorker", "SyncWorker", "Worker", "WorkerMode"]
+
+logger = logging.getLogger(__name__)
+
+Callback = Callable[[], bool]
+#: Every how many consecutive overruns a warning is logged (as the reference does).
+OVERRUN_WARN_EVERY = 10
+_JOIN_TIMEOUT_S = 5.0
+
+
+class WorkerMode(enum.Enum):
+    """``SYNC``: inference on the calling thread. ``ASYNC``: on a background thread."""
+
+    SYNC = "sync"
+    ASYNC = "async"
+
+
+def period_ms(update_rate_hz: float) -> int:
+    """The worker period: ``round(1000 / rate)`` whole milliseconds, half away from zero."""
+    if not (math.isfinite(update_rate_hz) and update_rate_hz > 0.0):
+        raise ValueError(f"update rate must be a positive number of Hz, got {update_rate_hz}")
+    return _lround(1000.0 / update_rate_hz)
+
+
+def _lround(x: float) -> int:
+    return math.floor(x + 0.5) if x >= 0.0 else -math.floor(-x + 0.5)
+
+
+class Worker(abc.ABC):
+    """Owns the pipeline; ``set_callbacks`` once, then ``update(t_us)`` every control tick."""
+
+    def __init__(self, update_rate_hz: float) -> None:
+        self.period_ms = period_ms(update_rate_hz)
+        self._period_us = self.period_ms * 1000
+        self._read: Callback | None = None
+        self._work: Callback | None = None
+        self._write: Callback | None = None
+        self._last_us = 0
+        self._first = True
+
+    def set_callbacks(self, read_fn: Callback, work_fn: Callback, write_fn: Callback) -> bool:
+        """Register the three callbacks (each returns ``True`` on success); ``False`` if one is None."""
+        if read_fn is None or work_fn is None or write_fn is None:
+            logger.error("all three worker callbacks must be given")
+            return False
+        self._read, self._work, self._write = read_fn, work_fn, write_fn
+        return True
+
+    def _due(self, t_us: int) -> bool:
+        """Whether a cycle is due at ``t_us`` (sets the phase reference on the first call)."""
+        if self._first:
+            self._last_us = t_us - self._period_us
+            self._first = False
+        elapsed_us = t_us - self._last_us
+        return elapsed_us >= 0 and _lround(elapsed_us / 1000.0) >= self.period_ms
+
+    def reset(self) -> None:
+        """Back to the initial state: the next ``update`` fires at once."""
+        self._last_us = 0
+        self._first = True
+
+    @abc.abstractmethod
+    def update(self, t_us: int) -> bool:
+        """Advance by one tick; ``True`` if the tick succeeded or was safely skipped."""
+
+    def close(self) -> None:  # noqa: B027 - optional override
+        """Release threads; safe to call twice."""
+
+
+class SyncWorker(Worker):
+    """Read, infer and write inline on the calling thread."""
+
+    def update(self, t_us: int) -> bool:
+        if self._read is None:
+            logger.error("SyncWorker: callbacks not set; call set_callbacks() before update()")
+            return False
+        if self._due(t_us):
+            if not (self._read() and self._work() and self._write()):
+                return False
+            self._last_us += self._period_us
+        return True
+
+
+class AsyncWorker(Worker):
+    """Inference on a background thread; see the module docstring.
+
+    ``overruns`` counts every skipped cycle since construction; ``consecutive_overruns`` those
+    since the last dispatched cycle.
+    """
+
+    def __init__(self, update_rate_hz: float) -> None:
+        super().__init__(update_rate_hz)
+        self._cv = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stop = False
+        self._requested = False
+        self._working = False
+        self._finished = False
+        self._successful = True
+        self._faulted = False
+        self.consecutive_overruns = 0
+        self.overruns = 0
+
+    @property
+    def faulted(self) -> bool:
+        return self._faulted
+
+    @property
+    def busy(self) -> bool:
+        """Inference requested or running (its result not yet published)."""
+        with self._cv:
+            return self._requested or self._working
+
+    def update(self, t_us: int) -> bool:
+        if self._read is None:
+            logger.error("AsyncWorker: callbacks not set; call set_callbacks() before update()")
+            return False
+        if self._faulted:
+            return False
+        if self._first:
+            self._start()
+        due = self._due(t_us)
+
+        with self._cv:  # consume work finished since the last tick
+            finished, successful = self._finished, self._successful
+            self._finished = False
+        if finished and not (successful and self._write()):
+            return False
+
+        if due:
+            with self._cv:
+                busy = self._requested or self._working
+                if busy:
+                    self.consecutive_overruns += 1
+                    self.overruns += 1
+            if busy:
+                if self.consecutive_overruns % OVERRUN_WARN_EVERY == 0:
+                    logger.warning(
+                        "AsyncWorker: cycle overrun, inference still running at the cycle boundary "
+                        "(%d consecutive skipped)",
+                        self.consecutive_overruns,
+                    )
+                return True
+            if not self._read():
+                return False
+            with self._cv:
+                self._requested = True
+                self._cv.notify()
+            self._last_us += self._period_us
+            self.consecutive_overruns = 0
+        return True
+
+    def reset(self) -> None:
+        """Stop the background thread, clear the fault and the phase (restarts on next update)."""
+        self._stop_thread()
+        super().reset()
+        self.consecutive_overruns = 0
+        self._faulted = False
+
+    def close(self) -> None:
+        self._stop_thread()
+
+    def _start(self) -> None:
+        if self._thread is not None:
+            return
+        with self._cv:
+            self._stop = False
+            self._requested = self._working = self._finished = False
+            self._successful = True
+        self._thread = threading.Thread(target=self._loop, name="AsyncWorker", daemon=True)
+        self._thread.start()
+
+    def _stop_thread(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+        thread.join(_JOIN_TIMEOUT_S)
+        if thread.is_alive():
+            logger.error(
+                "AsyncWorker: inference thread did not stop within %.1f s", _JOIN_TIMEOUT_S
+            )
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._stop or self._requested)
+                if self._stop:
+                    return
+                self._requested = False
+                self._working = True
+            try:
+                success = bool(self._work())
+            except Exception:  # a crashing callback must latch the fault, not kill the loop
+                logger.exception("AsyncWorker: work function raised")
+                success = False
+            if not success:
+                logger.error("AsyncWorker: work function failed; faulted until reset()")
+            with self._cv:
+                self._working = False
+                self._finished = True
+                self._successful = success
+                if not success:
+                    self._faulted = True
