@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -108,39 +108,53 @@ class JointCommand:
     kd: np.ndarray = field(default_factory=lambda: np.zeros(6))
 
     def validated(self, joint_names: tuple[str, ...], effort_limits: np.ndarray) -> JointCommand:
-        """A float copy with shapes checked, non-finite values refused and ``tau_ff`` clamped.
+        """A read-only float copy with shapes checked, bad values refused and ``tau_ff`` clamped.
 
-        Raises ``ValueError`` naming the field and joint that is wrong.
+        Raises ``ValueError`` naming the field and joint that is wrong (wrong shape, non-finite
+        value, negative gain). One stacked check on the fast path: this runs every control cycle.
         """
         n = len(joint_names)
-        arrays = {}
+        try:
+            stacked = np.array([getattr(self, name) for name in COMMAND_FIELDS], dtype=float)
+        except (ValueError, TypeError):
+            stacked = None
+        if stacked is None or stacked.shape != (len(COMMAND_FIELDS), n):
+            self._raise_shape_error(n)
+        if not (np.isfinite(stacked).all() and stacked[3:].min() >= 0.0):
+            self._raise_value_error(stacked, joint_names)
+        tau_ff = stacked[2]
+        np.minimum(np.maximum(tau_ff, -effort_limits, out=tau_ff), effort_limits, out=tau_ff)
+        stacked.flags.writeable = False
+        out = object.__new__(JointCommand)
+        for i, name in enumerate(COMMAND_FIELDS):
+            object.__setattr__(out, name, stacked[i])
+        return out
+
+    def _raise_shape_error(self, n: int) -> None:
         for name in COMMAND_FIELDS:
-            arr = np.array(getattr(self, name), dtype=float).reshape(-1)
-            if arr.shape != (n,):
+            shape = np.shape(getattr(self, name))
+            if shape != (n,):
                 raise ValueError(
-                    f"JointCommand.{name} must have shape ({n},), one value per joint, "
-                    f"got {np.shape(getattr(self, name))}"
+                    f"JointCommand.{name} must have shape ({n},), one value per joint, got {shape}"
                 )
-            bad = np.flatnonzero(~np.isfinite(arr))
+        raise ValueError(f"JointCommand fields must be numeric arrays of shape ({n},)")
+
+    @staticmethod
+    def _raise_value_error(stacked: np.ndarray, joint_names: tuple[str, ...]) -> None:
+        for i, name in enumerate(COMMAND_FIELDS):
+            bad = np.flatnonzero(~np.isfinite(stacked[i]))
             if bad.size:
                 j = int(bad[0])
                 raise ValueError(
-                    f"JointCommand.{name} for joint {joint_names[j]!r} (index {j}) is {arr[j]}; "
-                    "expected a finite number"
+                    f"JointCommand.{name} for joint {joint_names[j]!r} (index {j}) is "
+                    f"{stacked[i, j]}; expected a finite number"
                 )
-            if name in ("kp", "kd"):
-                neg = np.flatnonzero(arr < 0.0)
-                if neg.size:
-                    j = int(neg[0])
-                    raise ValueError(
-                        f"JointCommand.{name} for joint {joint_names[j]!r} is {arr[j]}; "
-                        "expected a gain >= 0"
-                    )
-            arr.flags.writeable = False
-            arrays[name] = arr
-        arrays["tau_ff"] = np.clip(arrays["tau_ff"], -effort_limits, effort_limits)
-        arrays["tau_ff"].flags.writeable = False
-        return replace(self, **arrays)
+            if name in ("kp", "kd") and (stacked[i] < 0.0).any():
+                j = int(np.flatnonzero(stacked[i] < 0.0)[0])
+                raise ValueError(
+                    f"JointCommand.{name} for joint {joint_names[j]!r} is {stacked[i, j]}; "
+                    "expected a gain >= 0"
+                )
 
 
 def joint_torque(
