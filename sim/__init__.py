@@ -1,0 +1,27 @@
+"""PyBullet backend: the simulated arm with its F/T sensor and IMU models, and scene loading.
+
+The only package that imports PyBullet (every engine call is in ``sim.engine``).
+"""
+
+from sim.ft_sensor import FtSensorConfig, SimFtDevice
+from sim.imu import ImuConfig
+from sim.robot import (
+    DEFAULT_CONTROL_PERIOD_S,
+    HOLD_KD,
+    HOLD_KP,
+    Payload,
+    PyBulletRobot,
+    RobotClosedError,
+)
+
+__all__ = [
+    "DEFAULT_CONTROL_PERIOD_S",
+    "HOLD_KD",
+    "HOLD_KP",
+    "FtSensorConfig",
+    "ImuConfig",
+    "Payload",
+    "PyBulletRobot",
+    "RobotClosedError",
+    "SimFtDevice",
+]

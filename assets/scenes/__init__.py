@@ -1,0 +1,1 @@
+"""Shipped scene files (format: ``README.md`` here), read with ``twin.scenes.load_scene``."""

@@ -1,0 +1,374 @@
+"""A Bota-style six-axis force/torque sensor model and its ASCII-command device.
+
+Physics source: PyBullet's joint reaction of the fixed ``ft_sensor_joint``, i.e. the wrench the
+parent (flange) exerts on the child (``ft_sensor`` link), about the child's centre of mass, in the
+child's inertial frame (verified in ``tests/test_sim_ft.py``). ``reaction_to_sensor`` turns it into
+the product's convention:
+
+    wrench (6,) [fx, fy, fz, tx, ty, tz] N, N m, in the sensor frame (the ``ft_sensor`` link frame),
+    is the wrench that everything beyond the sensor (sensor half, IMU, tool, payload) exerts on the
+    sensor, with the torque taken about the sensor frame origin.
+
+So a tool hanging at rest reads its weight: at home with the tool pointing down (sensor z along
+world -z), ``fz = +m g``; in general ``f = R^T m g_world`` and ``t = c x f`` with ``R``
+world_R_sensor and ``c`` the centre of mass of the tool side in the sensor frame.
+
+Signal chain (all in the sensor frame, per output sample):
+    filtered = moving average of the physics wrench over the sinc window (``sinc_length / 51200`` s,
+               i.e. ``round(window / physics_dt)`` physics steps, at least one): the sinc-like
+               low-pass; off with ``FtSensorConfig(lowpass=False)``.
+    gauge    = filtered + bias + thermal_bias_per_c * (T - 25 C) (unless temperature compensation
+               is on) + Gaussian noise (std per axis, from the run's seeded generator).
+    output   = M @ gauge - offsets   (M: calibration rows ``m0..m5``, identity by default;
+               offsets: the ``b`` command), or ``gauge`` with ``FtStatus.RAW`` when calibration use
+               is off (``c,<t>,0,...``).
+    status   = OVER_RANGE if any |output| > range; INVALID (and clipped) beyond
+               ``SATURATION_FACTOR * range``; APP_TOO_SLOW if the output rate exceeds what the
+               physics rate or the serial line (37-byte frames at the configured baud) can carry.
+Samples are produced at ``51200 / sinc_length`` Hz, on the first physics step at or after each
+nominal instant, and held until the next one (sample-and-hold). In configuration mode (after
+``C``) the sensor does not stream: the last sample is held and goes stale.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from operator import gt
+
+import numpy as np
+
+from twin.robot import FtSensorDevice, FtStatus, WrenchSample
+from twin.spatial import quaternion
+
+ADC_CLOCK_HZ = 51200  # output rate = ADC_CLOCK_HZ / sinc_length (specs/bota-serial.md)
+SINC_MIN, SINC_MAX = 64, 2048  # standard sensors (specs/bota-serial.md)
+FRAME_BYTES = 37
+BITS_PER_BYTE_8N1 = 10
+BAUD_CODES = {
+    0: 9600,
+    1: 57600,
+    2: 115200,
+    3: 230400,
+    4: 460800,
+    5: 921600,
+    7: 500000,
+    8: 1000000,
+    9: 2000000,
+}
+SATURATION_FACTOR = 1.5  # INVALID (saturation) beyond this multiple of the measuring range
+REFERENCE_TEMPERATURE_C = 25.0
+REPLY_OK, REPLY_REJECTED, REPLY_BAD_ARGUMENT = 0, 1, 2  # acknowledgement codes r,0,<cmd>,<code>
+COMMAND_MAX_CHARS = 64
+
+
+@dataclass(frozen=True)
+class FtSensorConfig:
+    """Settings of the simulated F/T sensor; the defaults are an ideal sensor (no noise, no bias).
+
+    range: (6,) N, N m per axis (over-range above it). noise_std, bias, thermal_bias_per_c: (6,)
+    in N, N m (per degree C for the thermal term). Temperature: ``temperature_c`` plus a warm-up
+    ``warmup_rise_c * (1 - exp(-t / warmup_tau_s))``.
+    """
+
+    sinc_length: int = 256
+    lowpass: bool = True
+    noise_std: tuple[float, ...] = (0.0,) * 6
+    bias: tuple[float, ...] = (0.0,) * 6
+    range: tuple[float, ...] = (200.0, 200.0, 400.0, 8.0, 8.0, 8.0)
+    temperature_c: float = 30.0
+    warmup_rise_c: float = 0.0
+    warmup_tau_s: float = 600.0
+    thermal_bias_per_c: tuple[float, ...] = (0.0,) * 6
+    baud_code: int = 4
+    serial_number: int = 1234
+    product_name: str = "SensONE-sim"
+
+    def __post_init__(self) -> None:
+        _check_sinc(self.sinc_length)
+        for name in ("noise_std", "bias", "range", "thermal_bias_per_c"):
+            arr = np.asarray(getattr(self, name), float)
+            if arr.shape != (6,) or not np.all(np.isfinite(arr)):
+                raise ValueError(
+                    f"FtSensorConfig.{name} must be 6 finite numbers, got {getattr(self, name)}"
+                )
+        if np.any(np.asarray(self.noise_std) < 0) or np.any(np.asarray(self.range) <= 0):
+            raise ValueError("FtSensorConfig: noise_std must be >= 0 and range > 0 on every axis")
+        if self.baud_code not in BAUD_CODES:
+            raise ValueError(
+                f"FtSensorConfig.baud_code {self.baud_code} not in {sorted(BAUD_CODES)}"
+            )
+
+
+def _check_sinc(sinc: int) -> None:
+    if not (isinstance(sinc, int | np.integer) and SINC_MIN <= sinc <= SINC_MAX):
+        raise ValueError(
+            f"sinc_length must be an integer in [{SINC_MIN}, {SINC_MAX}], got {sinc!r}"
+        )
+
+
+@dataclass
+class DeviceSettings:
+    """The device's configurable state (what ``c``, ``f``, ``b``, ``m`` change; ``s`` saves)."""
+
+    temp_comp: int = 0
+    use_calibration: int = 1
+    data_format: int = 0
+    baud_code: int = 4
+    sinc_length: int = 256
+    chop: int = 0
+    fast: int = 0
+    fir_disable: int = 1
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(6))
+    calibration: np.ndarray = field(default_factory=lambda: np.eye(6))
+
+    def copy(self) -> DeviceSettings:
+        return replace(self, offsets=self.offsets.copy(), calibration=self.calibration.copy())
+
+
+def reaction_to_sensor(link_T_inertial: np.ndarray) -> np.ndarray:
+    """(6, 6) map from PyBullet's fixed-joint reaction to the sensor-frame wrench (module doc).
+
+    link_T_inertial: (7,) pose of the sensor link's inertial frame in the sensor link frame.
+    """
+    r = quaternion.to_matrix(np.asarray(link_T_inertial[3:], float))
+    c = np.asarray(link_T_inertial[:3], float)
+    t = np.zeros((6, 6))
+    t[:3, :3] = -r
+    t[3:, 3:] = -r
+    t[3:, :3] = -quaternion.skew(c) @ r
+    return t
+
+
+class FtSensorModel:
+    """Turns the per-physics-step reaction into sampled ``WrenchSample``s (module doc).
+
+    ``observe`` is called once per physics step with the integer time (us) and the raw reaction
+    tuple; ``latest`` is the held output sample.
+    """
+
+    def __init__(
+        self,
+        config: FtSensorConfig,
+        physics_dt: float,
+        to_sensor: np.ndarray,
+        rng: np.random.Generator,
+    ) -> None:
+        self.config = config
+        self.physics_dt = physics_dt
+        self._to_sensor = np.asarray(to_sensor, float)
+        self._rng = rng
+        self._noise = np.asarray(config.noise_std, float)
+        self._bias = np.asarray(config.bias, float)
+        self._thermal = np.asarray(config.thermal_bias_per_c, float)
+        self._range = np.asarray(config.range, float)
+        self._saturation = SATURATION_FACTOR * self._range
+        self._range_list = self._range.tolist()
+        self._saturation_list = self._saturation.tolist()
+        self._has_bias = bool(self._bias.any())
+        self._has_thermal = bool(self._thermal.any())
+        self._has_noise = bool(self._noise.any())
+        self.settings = DeviceSettings(baud_code=config.baud_code, sinc_length=config.sinc_length)
+        self.saved = self.settings.copy()
+        self.streaming = True
+        self._ring: deque = deque(maxlen=1)
+        self._average_maps: dict[int, np.ndarray] = {}
+        self._constant_temperature = config.warmup_rise_c == 0.0
+        self._next_k = 0
+        self.latest: WrenchSample | None = None
+        self.apply_settings()
+
+    # ----------------------------------------------------------- configuration
+    def apply_settings(self) -> None:
+        """Recompute rate and filter window from ``settings`` (run on ``R`` and at start)."""
+        sinc = self.settings.sinc_length
+        period_s = sinc / ADC_CLOCK_HZ
+        self.window = max(1, round(period_s / self.physics_dt)) if self.config.lowpass else 1
+        self._ring = deque(self._ring, maxlen=self.window)
+        self._instant_num = sinc * 625  # nominal instants k * sinc * 625 / 32 us
+        line_rate = BAUD_CODES[self.settings.baud_code] / (FRAME_BYTES * BITS_PER_BYTE_8N1)
+        rate = ADC_CLOCK_HZ / sinc
+        too_slow = rate > line_rate or period_s < self.physics_dt * (1.0 - 1e-9)
+        status = FtStatus.APP_TOO_SLOW if too_slow else FtStatus.OK
+        if not self.settings.use_calibration:
+            status |= FtStatus.RAW
+        self._status = status
+        self._identity_cal = bool(np.array_equal(self.settings.calibration, np.eye(6)))
+        self._has_offsets = bool(self.settings.offsets.any())
+
+    @property
+    def sinc_length(self) -> int:
+        return self.settings.sinc_length
+
+    @property
+    def period_us(self) -> float:
+        return self.settings.sinc_length * 1e6 / ADC_CLOCK_HZ
+
+    def temperature_c(self, t_us: int) -> float:
+        c = self.config
+        if c.warmup_rise_c == 0.0:
+            return c.temperature_c
+        return c.temperature_c + c.warmup_rise_c * (1.0 - math.exp(-t_us * 1e-6 / c.warmup_tau_s))
+
+    def restart(self) -> None:
+        """Forget the filter history; the next physics step emits a sample, then the nominal
+        ``51200 / sinc_length`` grid resumes."""
+        self._ring.clear()
+        self._next_k = 0
+
+    def _k_at_or_after(self, t_us: int) -> int:
+        # nominal instants k * sinc * 1e6 / 51200 us = k * sinc * 625 / 32 us, exact in integers
+        num = self.settings.sinc_length * 625
+        return -(-(t_us * 32) // num)
+
+    # ----------------------------------------------------------- hot path
+    def observe(self, t_us: int, reaction: Sequence[float]) -> None:
+        """Feed one physics step's raw reaction (6,); emits a sample when one falls due."""
+        self._ring.append(reaction)  # a deque: the oldest value drops out of the window
+        if self.streaming and t_us * 32 >= self._next_k * self._instant_num:
+            self._emit(t_us)
+            self._next_k = self._k_at_or_after(t_us + 1)
+
+    def _emit(self, t_us: int) -> None:
+        ring = self._ring
+        n = len(ring)
+        if n == 1:
+            gauge = self._to_sensor @ ring[0]
+        else:  # moving average (a per-axis sum) and frame change: (to_sensor / n) @ sum
+            gauge = self._average_to_sensor(n) @ list(map(sum, zip(*ring)))
+        temperature = (
+            self.config.temperature_c if self._constant_temperature else self.temperature_c(t_us)
+        )
+        if self._has_bias:
+            gauge += self._bias
+        if self._has_thermal and not self.settings.temp_comp:
+            gauge += self._thermal * (temperature - REFERENCE_TEMPERATURE_C)
+        if self._has_noise:
+            gauge += self._noise * self._rng.standard_normal(6)
+        out, status = gauge, self._status
+        s = self.settings
+        if s.use_calibration:
+            if not self._identity_cal:
+                out = s.calibration @ out
+            if self._has_offsets:
+                out -= s.offsets
+        magnitude = list(map(abs, out.tolist()))
+        if any(map(gt, magnitude, self._range_list)):
+            status |= FtStatus.OVER_RANGE
+            if any(map(gt, magnitude, self._saturation_list)):
+                status |= FtStatus.INVALID
+                out = np.clip(out, -self._saturation, self._saturation)
+        out.flags.writeable = False
+        self.latest = WrenchSample(t_us, out, status, temperature)  # positional: hot path
+
+    def _average_to_sensor(self, n: int) -> np.ndarray:
+        m = self._average_maps.get(n)
+        if m is None:
+            m = self._average_maps[n] = self._to_sensor / n
+        return m
+
+
+class SimFtDevice(FtSensorDevice):
+    """The simulated sensor's ASCII configuration interface (``specs/bota-serial.md``).
+
+    Replies: ``r,0,<cmd>,<code>`` with code 0 success, 1 rejected (the command needs
+    configuration mode, entered with ``C``), 2 bad or unknown arguments; ``p?`` answers
+    ``p,0,<serial>,0,0,<product>`` then ``r,0,p,0``; ``w`` prints the configuration lines then
+    ``r,0,w,0``; ``I`` (soft reset) answers ``App Init``; ``#`` (hardware reset) answers nothing.
+    Both resets reload the saved settings and resume streaming. Settings take effect on ``R``
+    (back to run mode), as on the device.
+    """
+
+    def __init__(self, model: FtSensorModel, clock_us: Callable[[], int]) -> None:
+        self._model = model
+        self._clock_us = clock_us  # () -> current simulated time (us)
+
+    @property
+    def sinc_length(self) -> int:
+        return self._model.sinc_length
+
+    @property
+    def in_config_mode(self) -> bool:
+        return not self._model.streaming
+
+    def command(self, text: str, timeout_s: float = 1.0) -> str:
+        cmd = text.strip()
+        if not cmd or len(cmd) > COMMAND_MAX_CHARS:
+            raise ValueError(f"a sensor command is 1..{COMMAND_MAX_CHARS} characters, got {text!r}")
+        head, model = cmd[0], self._model
+        if head == "C":
+            model.streaming = False
+            return _ack("C")
+        if head == "R":
+            model.apply_settings()
+            model.restart()
+            model.streaming = True
+            return _ack("R")
+        if head in "I#":
+            model.settings = model.saved.copy()
+            model.apply_settings()
+            model.restart()
+            model.streaming = True
+            return "" if head == "#" else "App Init"
+        if head not in "cfbmslwp":
+            return _ack(head, REPLY_BAD_ARGUMENT)
+        if model.streaming:
+            return _ack(head, REPLY_REJECTED)
+        return self._configure(head, cmd)
+
+    def _configure(self, head: str, cmd: str) -> str:
+        model, s = self._model, self._model.settings
+        if head == "s":
+            model.saved = s.copy()
+            return _ack("s")
+        if head == "l":
+            model.settings = model.saved.copy()
+            return _ack("l")
+        if head == "w":
+            return "\r\n".join([*_describe(s), _ack("w")])
+        if head == "p":
+            c = model.config
+            return f"p,0,{c.serial_number},0,0,{c.product_name}\r\n{_ack('p')}"
+        try:
+            if head == "c":
+                t, u, d, b = (int(v) for v in cmd[1:].lstrip(",").split(","))
+                if t not in (0, 1) or u not in (0, 1) or d not in (0, 1) or b not in BAUD_CODES:
+                    raise ValueError(cmd)
+                s.temp_comp, s.use_calibration, s.data_format, s.baud_code = t, u, d, b
+            elif head == "f":
+                sinc, chop, fast, fir = (int(v) for v in cmd[1:].lstrip(",").split(","))
+                _check_sinc(sinc)
+                s.sinc_length, s.chop, s.fast, s.fir_disable = sinc, chop, fast, fir
+            elif head == "b":
+                s.offsets = _six(cmd[1:].lstrip(",").split(","))
+            else:  # m<row>,<six values>
+                row, *values = cmd[1:].split(",")
+                if not 0 <= int(row) < 6:
+                    raise ValueError(cmd)
+                s.calibration[int(row)] = _six(values)
+        except ValueError:
+            return _ack(head, REPLY_BAD_ARGUMENT)
+        return _ack(head)
+
+
+def _six(fields: list[str]) -> np.ndarray:
+    values = np.array([float(v) for v in fields])
+    if values.shape != (6,) or not np.all(np.isfinite(values)):
+        raise ValueError(fields)
+    return values
+
+
+def _ack(head: str, code: int = REPLY_OK) -> str:
+    return f"r,0,{head},{code}"
+
+
+def _describe(s: DeviceSettings) -> list[str]:
+    rows = [f"m{i}," + ",".join(f"{v:9.6f}" for v in s.calibration[i]) for i in range(6)]
+    return [
+        f"c,{s.temp_comp},{s.use_calibration},{s.data_format},{s.baud_code}",
+        f"f,{s.sinc_length},{s.chop},{s.fast},{s.fir_disable}",
+        "b," + ",".join(f"{v:6.3f}" for v in s.offsets),
+        *rows,
+    ]

@@ -1,0 +1,331 @@
+"""``PyBulletRobot``: the twin's simulated arm behind the ``twin.robot.Robot`` interface.
+
+Physics: the shipped URDF in PyBullet (DIRECT by default, GUI on request), a fixed physics step
+``physics_dt`` (1 ms) and ``control_period_s / physics_dt`` physics steps per ``step()`` (5 ms =
+5 steps by default). PyBullet's
+default velocity motors are disabled (kept only as Coulomb friction of ``joint_friction`` N m) and
+the product's own law ``twin.robot.joint_torque`` (``u = tau_ff + kp (q_des - q) + kd (qd_des -
+qd)``, clamped to the effort limits) is applied in torque control at every physics step, from the
+joint state measured at the end of the previous physics step. Joint damping is the engine's viscous
+``joint_damping`` N m s/rad; PyBullet's default link damping is switched off.
+
+Sensors: ``sim.ft_sensor`` on ``ft_sensor_joint`` and ``sim.imu`` on the ``imu`` link, both fed at
+every physics step, with one generator seeded from ``seed`` (no global random state), so the same
+seed and commands give bit-identical states, in one process or across processes.
+
+Commands: until the first ``write`` the arm holds its initial configuration. Once written, a command
+stays in force until replaced; if none arrives for ``watchdog_s`` the arm holds the position
+measured at that moment (``Health.WATCHDOG``) until the next ``write``. The hold command keeps the
+previous command's gains (or ``hold_kp``/``hold_kd``) and adds the gravity torques of the held
+configuration (PyBullet's inverse dynamics) as ``tau_ff``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from sim.engine import Engine
+from sim.ft_sensor import FtSensorConfig, FtSensorModel, SimFtDevice, reaction_to_sensor
+from sim.imu import ImuConfig, ImuModel
+from sim.scene import add_scene
+from twin.kinematics import ArmModel
+from twin.robot import (
+    CommandWatchdog,
+    FtSensorDevice,
+    Health,
+    JointCommand,
+    Robot,
+    RobotState,
+    hold_command,
+    joint_torque,
+)
+from twin.scenes import Scene
+
+#: One control period = 5 physics steps of 1 ms: at the default sensor rates (F/T 51200/256 =
+#: 200 Hz, IMU 200 Hz) every ``step()`` brings exactly one new sample of each.
+DEFAULT_CONTROL_PERIOD_S = 0.005
+DEFAULT_PHYSICS_DT_S = 1e-3
+ARM = "arm"
+PAYLOAD = "payload"
+FT_JOINT, IMU_LINK, TCP_LINK = "ft_sensor_joint", "imu", "tcp"
+#: Default gains per joint, kp N m/rad and kd N m s/rad: about 0.9 of critical damping for the
+#: joint-space inertia at home (0.16, 0.20, 0.094, 0.0067, 0.0074, 0.00028 kg m^2). With gravity
+#: feedforward a 0.1 rad step of joint 2 settles to 2 % within 0.3 s, overshoot below 5 %
+#: (``tests/test_sim_robot.py::test_step_response``). Used by the hold and watchdog commands.
+HOLD_KP = (150.0, 250.0, 150.0, 25.0, 25.0, 8.0)
+HOLD_KD = (9.0, 12.0, 6.5, 0.7, 0.75, 0.08)
+_FT_STALE_PERIODS = 3  # F/T sample older than this many sensor periods: Health.FT_STALE
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A rigid payload at the TCP: mass kg, com (3,) m in the TCP frame, a solid sphere of
+    ``radius`` m for its inertia."""
+
+    mass: float
+    com: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    radius: float = 0.02
+
+    def __post_init__(self) -> None:
+        com = np.asarray(self.com, float)
+        if (
+            not (np.isfinite(self.mass) and self.mass > 0.0)
+            or com.shape != (3,)
+            or not np.all(np.isfinite(com))
+        ):
+            raise ValueError(
+                f"a payload needs mass > 0 kg and a finite (3,) com, got {self.mass}, {self.com}"
+            )
+        if not (np.isfinite(self.radius) and self.radius > 0.0):
+            raise ValueError(f"payload radius must be > 0 m, got {self.radius}")
+
+
+class RobotClosedError(RuntimeError):
+    """The robot was used after ``close()``."""
+
+
+class PyBulletRobot(Robot):
+    """The simulated arm (module doc). Joint arrays are (6,) in ``model.joint_names`` order."""
+
+    def __init__(
+        self,
+        model: ArmModel | None = None,
+        *,
+        gui: bool = False,
+        physics_dt: float = DEFAULT_PHYSICS_DT_S,
+        control_period_s: float = DEFAULT_CONTROL_PERIOD_S,
+        seed: int = 0,
+        ft: FtSensorConfig = FtSensorConfig(),  # noqa: B008 - frozen dataclass
+        imu: ImuConfig = ImuConfig(),  # noqa: B008 - frozen dataclass
+        scene: Scene | str | Path | None = None,
+        watchdog_s: float | None = 0.5,
+        joint_damping: float | np.ndarray | None = None,
+        joint_friction: float | np.ndarray | None = None,
+        payload: Payload | None = None,
+        initial_q: np.ndarray | None = None,
+        hold_kp: np.ndarray = HOLD_KP,
+        hold_kd: np.ndarray = HOLD_KD,
+    ) -> None:
+        self.model = model if model is not None else ArmModel.default()
+        substeps = round(control_period_s / physics_dt)
+        if substeps < 1 or abs(substeps * physics_dt - control_period_s) > 1e-9:
+            raise ValueError(
+                f"control_period_s ({control_period_s}) must be a whole multiple (>= 1) of "
+                f"physics_dt ({physics_dt})"
+            )
+        self.control_period_s = substeps * physics_dt
+        self.physics_dt = physics_dt
+        self._substeps = substeps
+        self._effort = np.asarray(self.model.effort_limits, float)
+        self._hold_kp = _per_joint(hold_kp, "hold_kp")
+        self._hold_kd = _per_joint(hold_kd, "hold_kd")
+        self._rng = np.random.default_rng(seed)
+        self._engine = Engine(gui=gui, physics_dt=physics_dt)
+        try:
+            self._build(ft, imu, scene, joint_damping, joint_friction)
+            self._watchdog_s = watchdog_s
+            self.reset(initial_q)
+            if payload is not None:
+                self.attach_payload(payload.mass, payload.com, payload.radius)
+        except Exception:
+            self._engine.close()
+            raise
+
+    # ------------------------------------------------------------------ setup
+    def _build(self, ft, imu, scene, joint_damping, joint_friction) -> None:
+        eng = self._engine
+        eng.load_urdf(ARM, self.model.urdf_path)
+        self._joints = [eng.joint_index(ARM, n) for n in self.model.joint_names]
+        ft_joint = eng.joint_index(ARM, FT_JOINT)
+        self._state_joints = [*self._joints, ft_joint]  # one getJointStates call per physics step
+        self._imu_link = eng.link_index(ARM, IMU_LINK)
+        self._tcp_link = eng.link_index(ARM, TCP_LINK)
+        infos = eng.joints(ARM)
+        damping = (
+            [infos[j].damping for j in self._joints]
+            if joint_damping is None
+            else _per_joint(joint_damping, "joint_damping")
+        )
+        friction = (
+            [infos[j].friction for j in self._joints]
+            if joint_friction is None
+            else _per_joint(joint_friction, "joint_friction")
+        )
+        eng.set_joint_dynamics(ARM, self._joints, damping)
+        eng.disable_motors(ARM, self._joints, friction)
+        eng.enable_ft_sensor(ARM, ft_joint)
+        to_sensor = reaction_to_sensor(eng.link_inertial(ARM, ft_joint).link_T_inertial)
+        self._ft = FtSensorModel(ft, self.physics_dt, to_sensor, self._rng)
+        self._ft_device = SimFtDevice(self._ft, lambda: self._t_us)
+        self._imu = ImuModel(imu, self.physics_dt, eng.gravity, self._rng, eng.rotation_matrix)
+        self._io = eng.control_io(ARM, self._joints, self._state_joints, self._imu_link)
+        self.scene_bodies = add_scene(eng, scene) if scene is not None else ()
+        self._n = 0
+        self._t_us = 0
+        self._dt_us = self.physics_dt * 1e6
+        self._payload: Payload | None = None
+
+    @property
+    def engine(self) -> Engine:
+        """The engine wrapper (scenes, queries, rendering)."""
+        self._check_open()
+        return self._engine
+
+    @property
+    def ft_device(self) -> FtSensorDevice:
+        return self._ft_device
+
+    @property
+    def payload(self) -> Payload | None:
+        return self._payload
+
+    # ------------------------------------------------------------------ Robot API
+    def reset(self, q: np.ndarray | None = None) -> RobotState:
+        """Teleport the joints to ``q`` (6,) rad (default ``model.home_q``) at rest and hold there.
+
+        Sensor histories restart: both sensors sample at the next physics step, then on their own
+        rate grid. The simulated clock keeps running (time stamps stay monotonic). Returns the
+        state (``wrench`` and ``imu`` are ``None`` until the next ``step()``).
+        """
+        self._check_open()
+        q = np.array(self.model.home_q if q is None else q, dtype=float).reshape(-1)
+        if q.shape != (6,) or not np.all(np.isfinite(q)):
+            raise ValueError(f"reset q must be 6 finite joint angles (rad), got {q}")
+        self._engine.reset_joints(ARM, self._joints, q)
+        if self._payload is not None:  # re-weld at the new TCP pose
+            p = self._payload
+            self.attach_payload(p.mass, p.com, p.radius)
+        self._sense_joints(self._engine.joint_states(ARM, self._state_joints))
+        self._tau = np.zeros(6)
+        self._ft.restart()
+        self._ft.latest = None
+        self._imu.restart(self._t_us + 1)
+        self._imu.latest = None
+        self._watchdog = CommandWatchdog(self._watchdog_s)
+        self._cmd = self._hold(self._q, None)
+        self._holding = False
+        return self.read()
+
+    def read(self) -> RobotState:
+        """The state at the end of the last physics step: ``tau`` is the torque applied in it;
+        ``wrench``/``imu`` are the sensors' latest samples (``None`` before their first sample)."""
+        self._check_open()
+        health = Health.WATCHDOG if self._holding else Health.OK
+        w = self._ft.latest
+        if w is not None and self._t_us - w.t_us > _FT_STALE_PERIODS * self._ft.period_us:
+            health |= Health.FT_STALE
+        q, qd, tau = self._q, self._qd, self._tau  # fresh arrays each physics step: share them
+        q.flags.writeable = qd.flags.writeable = tau.flags.writeable = False
+        return RobotState(
+            self._t_us, q, qd, tau, w, self._imu.latest, health
+        )  # positional: hot path
+
+    def _apply(self, command: JointCommand) -> None:
+        self._check_open()
+        self._cmd = command
+        self._holding = False
+        self._watchdog.feed(self._t_us)
+
+    def step(self) -> None:
+        """Advance ``control_period_s``: the law, one physics step and the sensors, per substep."""
+        self._check_open()
+        if not self._holding and self._watchdog.expired(self._t_us):
+            self._cmd = self._hold(self._q, self._cmd)
+            self._holding = True
+        cmd, effort, io, ft_observe, imu = (
+            self._cmd,
+            self._effort,
+            self._io,
+            self._ft.observe,
+            self._imu,
+        )
+        set_torques, physics_step, joint_states, link_state = (
+            io.set_torques,
+            io.step,
+            io.joint_states,
+            io.link_state,
+        )
+        imu_dt_us, imu_observe = imu.dt_us, imu.observe
+        q, qd, u, n, dt_us = self._q, self._qd, self._tau, self._n, self._dt_us
+        t = self._t_us
+        for _ in range(self._substeps):
+            u = joint_torque(cmd, q, qd, effort)
+            set_torques(forces=u.tolist())
+            physics_step()
+            n += 1
+            t = round(n * dt_us)
+            s1, s2, s3, s4, s5, s6, sft = joint_states()
+            x = np.array(
+                (s1[0], s2[0], s3[0], s4[0], s5[0], s6[0], s1[1], s2[1], s3[1], s4[1], s5[1], s6[1])
+            )
+            q, qd = x[:6], x[6:]
+            ft_observe(t, sft[2])
+            if t + imu_dt_us >= imu.next_us:
+                imu_observe(t, link_state())
+        self._q, self._qd, self._tau, self._n, self._t_us = q, qd, u, n, t
+
+    def _sense_joints(self, states: tuple) -> None:
+        self._q = np.array([s[0] for s in states[:6]])
+        self._qd = np.array([s[1] for s in states[:6]])
+
+    def _hold(self, q: np.ndarray, previous: JointCommand | None) -> JointCommand:
+        """Hold ``q``: ``hold_command``'s gains, the default gains on joints it leaves without
+        stiffness (kp 0), and the gravity torques at ``q`` as feedforward."""
+        gravity = self._engine.inverse_dynamics(ARM, q, np.zeros(6), np.zeros(6))
+        hold = hold_command(q, previous, self._hold_kp, self._hold_kd)
+        limp = hold.kp <= 0.0
+        kp = np.where(limp, self._hold_kp, hold.kp)
+        kd = np.where(limp, self._hold_kd, hold.kd)
+        return replace(hold, tau_ff=gravity, kp=kp, kd=kd).validated(
+            self.model.joint_names, self._effort
+        )
+
+    # ------------------------------------------------------------------ payload
+    def attach_payload(self, mass: float, com=(0.0, 0.0, 0.0), radius: float = 0.02) -> None:
+        """Weld a payload of ``mass`` kg with centre of mass ``com`` (3,) m in the TCP frame to the
+        TCP (replacing any previous one). It has no collision geometry."""
+        self._check_open()
+        payload = Payload(float(mass), tuple(float(c) for c in np.asarray(com, float)), radius)
+        self.detach_payload()
+        self._engine.attach_point_mass(
+            PAYLOAD, ARM, self._tcp_link, payload.mass, payload.com, payload.radius
+        )
+        self._payload = payload
+
+    def detach_payload(self) -> None:
+        """Remove the payload; no-op without one."""
+        self._check_open()
+        self._engine.detach(PAYLOAD)
+        self._payload = None
+
+    # ------------------------------------------------------------------ misc
+    def render(
+        self, width: int = 320, height: int = 240, eye=(1.2, -1.2, 0.9), target=(0.0, 0.0, 0.35)
+    ) -> np.ndarray:
+        """An RGB image (height, width, 3) uint8 of the scene (TinyRenderer)."""
+        return self.engine.render(width, height, eye, target)
+
+    def close(self) -> None:
+        """Disconnect the engine; safe to call twice."""
+        self._engine.close()
+
+    @property
+    def closed(self) -> bool:
+        return not self._engine.is_open
+
+    def _check_open(self) -> None:
+        if not self._engine.is_open:
+            raise RobotClosedError("this PyBulletRobot is closed; create a new one")
+
+    def __enter__(self) -> PyBulletRobot:
+        return self
+
+
+def _per_joint(value, name: str) -> np.ndarray:
+    arr = np.broadcast_to(np.asarray(value, float), (6,)).copy()
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0.0):
+        raise ValueError(f"{name} must be one value >= 0 or 6 of them (one per joint), got {value}")
+    return arr

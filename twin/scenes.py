@@ -1,0 +1,354 @@
+"""Scene files: the backend-neutral parser shared by the simulator and the planner.
+
+A scene is a JSON file (format documented in ``assets/scenes/README.md``) listing named, posed
+static items: boxes, spheres, cylinders, triangle meshes (OBJ or STL files) and point clouds
+(``.npy`` files). Poses are ``world_T_item`` as ``[px, py, pz, qw, qx, qy, qz]`` (m, unit
+quaternion); the arm's ``base_link`` sits at the world origin. Relative file names are resolved
+against the scene file's folder.
+
+This module never imports a physics engine: ``sim.scene`` turns a ``Scene`` into PyBullet bodies,
+the planner turns it into its collision model.
+
+    from twin.scenes import load_scene, SHIPPED_SCENES
+    scene = load_scene("bin")          # a shipped scene by name, or a path to a .json file
+    for item in scene.items:
+        item.name, item.kind, item.pose, item.dims
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import struct
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from twin.spatial import quaternion
+
+#: The scenes shipped in ``assets/scenes/`` (names accepted by ``load_scene``).
+SHIPPED_SCENES = ("table", "shelf", "bin", "cage")
+
+FORMAT_NAME = "twin-scene"
+FORMAT_VERSION = 1
+_QUAT_NORM_TOLERANCE = 1e-3  # hand-typed quaternions (0.7071...) are renormalised within this
+
+
+class SceneFormatError(ValueError):
+    """A scene file does not follow the format; the message names the item, field and expectation."""
+
+
+class ItemKind(str, enum.Enum):
+    """Kinds of scene items and the meaning of ``SceneItem.dims`` for each."""
+
+    BOX = "box"  # dims (3,): full edge lengths sx, sy, sz (m), centred on the item frame
+    SPHERE = "sphere"  # dims (1,): radius (m)
+    CYLINDER = "cylinder"  # dims (2,): radius, length (m); axis along item z, centred
+    MESH = "mesh"  # dims (3,): scale per item axis (unitless); triangles from an OBJ/STL file
+    POINT_CLOUD = "point_cloud"  # dims (1,): point radius (m) used for collision
+
+
+_DIM_FIELDS: dict[ItemKind, tuple[str, ...]] = {
+    ItemKind.BOX: ("size",),
+    ItemKind.SPHERE: ("radius",),
+    ItemKind.CYLINDER: ("radius", "length"),
+    ItemKind.MESH: ("scale",),
+    ItemKind.POINT_CLOUD: ("point_radius",),
+}
+
+
+@dataclass(frozen=True)
+class TriangleMesh:
+    """A triangle mesh: vertices (V, 3) float m in the item frame, faces (F, 3) int indices."""
+
+    vertices: np.ndarray
+    faces: np.ndarray
+
+
+@dataclass(frozen=True)
+class SceneItem:
+    """One static item of a scene.
+
+    pose: (7,) ``[px, py, pz, qw, qx, qy, qz]`` world_T_item (m, canonical unit quaternion).
+    dims: per ``ItemKind`` (see there); read-only float array.
+    mesh_path: the OBJ/STL file of a mesh item, else ``None``.
+    points: (N, 3) m in the item frame for a point cloud, else ``None``.
+    colors: (N, 3) RGB in [0, 1] per point if the cloud file has six columns, else ``None``.
+    color: (4,) RGBA in [0, 1] for display.
+    """
+
+    name: str
+    kind: ItemKind
+    pose: np.ndarray
+    dims: np.ndarray
+    mesh_path: Path | None = None
+    points: np.ndarray | None = None
+    colors: np.ndarray | None = None
+    color: tuple[float, float, float, float] = (0.6, 0.6, 0.6, 1.0)
+
+    @property
+    def world_T_item(self) -> np.ndarray:
+        """(4, 4) homogeneous pose of the item in the world frame."""
+        m = np.eye(4)
+        m[:3, :3] = quaternion.to_matrix(self.pose[3:])
+        m[:3, 3] = self.pose[:3]
+        return m
+
+    def mesh(self) -> TriangleMesh:
+        """The triangles of a mesh item, scaled by ``dims``, in the item frame (m)."""
+        if self.kind is not ItemKind.MESH or self.mesh_path is None:
+            raise TypeError(f"item {self.name!r} is a {self.kind.value}, not a mesh")
+        raw = read_mesh(self.mesh_path)
+        return TriangleMesh(raw.vertices * self.dims, raw.faces)
+
+    def world_points(self) -> np.ndarray:
+        """(N, 3) m: a point cloud item's points in the world frame."""
+        if self.points is None:
+            raise TypeError(f"item {self.name!r} is a {self.kind.value}, not a point cloud")
+        m = self.world_T_item
+        return self.points @ m[:3, :3].T + m[:3, 3]
+
+
+@dataclass(frozen=True)
+class Scene:
+    """A parsed scene: its name, description, items (in file order) and source file."""
+
+    name: str
+    items: tuple[SceneItem, ...]
+    description: str = ""
+    path: Path | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(item.name for item in self.items)
+
+    def item(self, name: str) -> SceneItem:
+        """The item called ``name``; ``KeyError`` listing the known names otherwise."""
+        for it in self.items:
+            if it.name == name:
+                return it
+        raise KeyError(f"scene {self.name!r} has no item {name!r}; items: {list(self.names)}")
+
+
+def scenes_dir() -> Path:
+    """The folder of the shipped scenes (``assets/scenes``), found with importlib.resources."""
+    return Path(str(resources.files("assets.scenes")))
+
+
+def scene_path(name: str) -> Path:
+    """Path of the shipped scene ``name`` (one of ``SHIPPED_SCENES``)."""
+    if name not in SHIPPED_SCENES:
+        raise ValueError(f"unknown shipped scene {name!r}; expected one of {SHIPPED_SCENES}")
+    return scenes_dir() / f"{name}.json"
+
+
+def load_scene(source: str | Path) -> Scene:
+    """Parse a scene: a shipped scene name (``"table"``) or the path of a scene JSON file.
+
+    Raises ``SceneFormatError`` for a malformed file, ``FileNotFoundError`` for a missing one.
+    """
+    if isinstance(source, str) and source in SHIPPED_SCENES:
+        path = scene_path(source)
+    else:
+        path = Path(source)
+    with open(path, encoding="utf-8") as fh:
+        try:
+            data = json.load(fh)
+        except json.JSONDecodeError as e:
+            raise SceneFormatError(f"{path}: not valid JSON ({e})") from e
+    return parse_scene(data, base_dir=path.parent, path=path)
+
+
+def parse_scene(data: dict, base_dir: Path, path: Path | None = None) -> Scene:
+    """Build a ``Scene`` from decoded JSON; files are resolved against ``base_dir``."""
+    where = str(path) if path is not None else "scene"
+    if not isinstance(data, dict):
+        raise SceneFormatError(f"{where}: expected a JSON object at the top level")
+    if data.get("format") != FORMAT_NAME or data.get("version") != FORMAT_VERSION:
+        raise SceneFormatError(
+            f'{where}: expected "format": "{FORMAT_NAME}" and "version": {FORMAT_VERSION}, '
+            f"got {data.get('format')!r} version {data.get('version')!r}"
+        )
+    raw_items = data.get("items")
+    if not isinstance(raw_items, list):
+        raise SceneFormatError(f'{where}: expected "items": a list of objects')
+    items = tuple(_parse_item(raw, i, base_dir, where) for i, raw in enumerate(raw_items))
+    names = [it.name for it in items]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SceneFormatError(f"{where}: item names must be unique, repeated: {dupes}")
+    name = data.get("name", path.stem if path is not None else "scene")
+    return Scene(
+        name=str(name), items=items, description=str(data.get("description", "")), path=path
+    )
+
+
+def _parse_item(raw: object, index: int, base_dir: Path, where: str) -> SceneItem:
+    if not isinstance(raw, dict):
+        raise SceneFormatError(f"{where}: item {index} must be an object")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise SceneFormatError(f'{where}: item {index} needs a non-empty string "name"')
+    label = f"{where}: item {name!r}"
+    try:
+        kind = ItemKind(raw.get("kind"))
+    except ValueError as e:
+        kinds = [k.value for k in ItemKind]
+        raise SceneFormatError(
+            f'{label}: "kind" is {raw.get("kind")!r}, expected one of {kinds}'
+        ) from e
+    pose = _pose(raw.get("pose"), label)
+    dims = _dims(raw, kind, label)
+    color = _floats(raw.get("color", (0.6, 0.6, 0.6, 1.0)), 4, f"{label} color")
+    mesh_path = points = colors = None
+    if kind in (ItemKind.MESH, ItemKind.POINT_CLOUD):
+        file = raw.get("file")
+        if not isinstance(file, str):
+            raise SceneFormatError(
+                f'{label}: a {kind.value} needs "file" (path relative to the scene)'
+            )
+        file_path = (base_dir / file).resolve()
+        if not file_path.is_file():
+            raise SceneFormatError(f"{label}: file {file_path} does not exist")
+        if kind is ItemKind.MESH:
+            if file_path.suffix.lower() not in (".obj", ".stl"):
+                raise SceneFormatError(f"{label}: mesh file must be .obj or .stl, got {file}")
+            mesh_path = file_path
+        else:
+            points, colors = _read_cloud(file_path, label)
+    return SceneItem(
+        name=name,
+        kind=kind,
+        pose=pose,
+        dims=dims,
+        mesh_path=mesh_path,
+        points=points,
+        colors=colors,
+        color=tuple(float(c) for c in color),
+    )
+
+
+def _floats(value: object, n: int, label: str) -> np.ndarray:
+    arr = np.array(value, dtype=float) if isinstance(value, list | tuple) else None
+    if arr is None or arr.shape != (n,) or not np.all(np.isfinite(arr)):
+        raise SceneFormatError(f"{label}: expected {n} finite numbers, got {value!r}")
+    return arr
+
+
+def _pose(value: object, label: str) -> np.ndarray:
+    pose = _floats(value, 7, f"{label} pose [px, py, pz, qw, qx, qy, qz]")
+    norm = np.linalg.norm(pose[3:])
+    if abs(norm - 1.0) > _QUAT_NORM_TOLERANCE:
+        raise SceneFormatError(
+            f"{label}: pose quaternion has norm {norm:.6g}, expected a unit quaternion"
+        )
+    pose[3:] = quaternion.canonicalize(pose[3:] / norm)
+    pose.flags.writeable = False
+    return pose
+
+
+def _dims(raw: dict, kind: ItemKind, label: str) -> np.ndarray:
+    values: list[float] = []
+    for key in _DIM_FIELDS[kind]:
+        if key == "scale":
+            v = raw.get("scale", 1.0)
+            arr = _floats([v] * 3 if isinstance(v, int | float) else v, 3, f"{label} scale")
+        elif key == "size":
+            arr = _floats(raw.get("size"), 3, f"{label} size [sx, sy, sz] (m)")
+        else:
+            v = raw.get(key)
+            if not isinstance(v, int | float) or not np.isfinite(v):
+                raise SceneFormatError(f'{label}: expected a number "{key}" (m), got {v!r}')
+            arr = np.array([float(v)])
+        if np.any(arr <= 0.0):
+            raise SceneFormatError(f'{label}: "{key}" must be > 0, got {arr.tolist()}')
+        values.extend(arr.tolist())
+    dims = np.array(values)
+    dims.flags.writeable = False
+    return dims
+
+
+def _read_cloud(path: Path, label: str) -> tuple[np.ndarray, np.ndarray | None]:
+    if path.suffix.lower() != ".npy":
+        raise SceneFormatError(f"{label}: a point cloud file must be .npy, got {path.name}")
+    arr = np.load(path, allow_pickle=False)
+    if arr.ndim != 2 or arr.shape[1] not in (3, 6) or arr.shape[0] == 0:
+        raise SceneFormatError(
+            f"{label}: {path.name} must hold an (N, 3) or (N, 6) array, got {arr.shape}"
+        )
+    arr = arr.astype(float)
+    if not np.all(np.isfinite(arr)):
+        raise SceneFormatError(f"{label}: {path.name} contains non-finite values")
+    points = np.ascontiguousarray(arr[:, :3])
+    colors = np.ascontiguousarray(arr[:, 3:]) if arr.shape[1] == 6 else None
+    for a in (points, colors):
+        if a is not None:
+            a.flags.writeable = False
+    return points, colors
+
+
+def read_mesh(path: str | Path) -> TriangleMesh:
+    """Read a Wavefront OBJ (``v``/``f`` records, polygons fanned) or an STL (ASCII or binary)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".obj":
+        return _read_obj(path)
+    if suffix == ".stl":
+        return _read_stl(path)
+    raise ValueError(f"mesh file {path} must end in .obj or .stl")
+
+
+def _read_obj(path: Path) -> TriangleMesh:
+    vertices: list[list[float]] = []
+    faces: list[tuple[int, int, int]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "v":
+            vertices.append([float(x) for x in parts[1:4]])
+        elif parts[0] == "f":
+            idx = [int(tok.split("/")[0]) for tok in parts[1:]]
+            idx = [i - 1 if i > 0 else len(vertices) + i for i in idx]
+            faces.extend((idx[0], idx[k], idx[k + 1]) for k in range(1, len(idx) - 1))
+    return _checked_mesh(
+        np.array(vertices, float).reshape(-1, 3), np.array(faces, int).reshape(-1, 3), path
+    )
+
+
+_STL_HEADER_BYTES = 80
+_STL_TRIANGLE = np.dtype([("normal", "<f4", 3), ("v", "<f4", (3, 3)), ("attr", "<u2")])
+
+
+def _read_stl(path: Path) -> TriangleMesh:
+    data = path.read_bytes()
+    if len(data) >= _STL_HEADER_BYTES + 4:
+        (count,) = struct.unpack_from("<I", data, _STL_HEADER_BYTES)
+        if len(data) == _STL_HEADER_BYTES + 4 + count * _STL_TRIANGLE.itemsize:
+            tris = np.frombuffer(data, _STL_TRIANGLE, count, _STL_HEADER_BYTES + 4)["v"]
+            return _indexed(tris.astype(float), path)
+    text = data.decode("ascii", errors="strict")
+    coords = [
+        [float(x) for x in ln.split()[1:4]]
+        for ln in text.splitlines()
+        if ln.strip().startswith("vertex")
+    ]
+    return _indexed(np.array(coords, float).reshape(-1, 3, 3), path)
+
+
+def _indexed(tris: np.ndarray, path: Path) -> TriangleMesh:
+    """Weld an (F, 3, 3) triangle soup into shared vertices."""
+    vertices, inverse = np.unique(tris.reshape(-1, 3), axis=0, return_inverse=True)
+    return _checked_mesh(vertices, inverse.reshape(-1, 3), path)
+
+
+def _checked_mesh(vertices: np.ndarray, faces: np.ndarray, path: Path) -> TriangleMesh:
+    if len(faces) == 0 or faces.min() < 0 or faces.max() >= len(vertices):
+        raise SceneFormatError(
+            f"{path}: no triangles, or face indices outside the {len(vertices)} vertices"
+        )
+    vertices.flags.writeable = False
+    faces.flags.writeable = False
+    return TriangleMesh(vertices, faces)
