@@ -7,6 +7,7 @@ of frame b expressed in frame a, so ``a_T_c = a_T_b @ b_T_c``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -100,9 +101,19 @@ class SO3:
         return quat.rotate(self._q, np.asarray(points, dtype=float))
 
     def __matmul__(self, other: SO3) -> SO3:
+        """Hamilton product, renormalised and canonical (plain floats: no array overhead)."""
         if not isinstance(other, SO3):
             return NotImplemented
-        return SO3._trusted(quat.multiply(self._q, other._q))
+        w1, x1, y1, z1 = self._q.tolist()
+        w2, x2, y2, z2 = other._q.tolist()
+        w = w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2
+        x = w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2
+        y = w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2
+        z = w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2
+        q = np.array((w, x, y, z))
+        if w <= 0.0:  # rare: let the kernel settle the sign (and the w == 0 tie-break)
+            return SO3._trusted(quat.canonicalize(q))
+        return SO3._trusted(q / math.sqrt(w * w + x * x + y * y + z * z))
 
     __mul__ = __matmul__
 
