@@ -1,0 +1,280 @@
+"""Serial backend: parser throughput per protocol against its line rate, and the control-cycle
+rate ``SerialRobot`` sustains through the device emulators.
+
+Anchors, computed in this run: the line rate of each protocol (8N1: 10 bits per byte) at its
+configured baud rate; the target control rate (250 Hz). Targets: every parser >= 20x its line
+rate; >= 250 Hz of six-joint control with F/T and IMU streaming. The emulators run in their own
+process (``python -m hardware.emulator.cli``), as ``twin emulate`` does.
+
+    python benchmarks/bench_serial.py [--quick] [--seed N]
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import emit_json, parse_args, print_table, rate
+
+from hardware import SerialRobot, load_config
+from hardware.emulator.testing import emulator_config
+from hardware.protocols import bota, witmotion
+from hardware.protocols import dynamixel as dxl
+from twin.robot import JointCommand
+
+TARGET_RATIO = 20.0
+TARGET_HZ = 250.0
+
+
+def _line_rate(baud: int, packet_bytes: int) -> float:
+    return baud / (10.0 * packet_bytes)
+
+
+def _chunks(wire: bytes, size: int = 4096) -> list[bytes]:
+    return [wire[i : i + size] for i in range(0, len(wire), size)]
+
+
+def _corrupt(wire: bytes, rate_per_byte: float, rng: np.random.Generator) -> bytes:
+    arr = np.frombuffer(wire, np.uint8).copy()
+    hit = rng.random(arr.size) < rate_per_byte
+    arr[hit] ^= rng.integers(1, 256, int(hit.sum()), dtype=np.uint8)
+    return arr.tobytes()
+
+
+def parser_rows(n: int, min_time_s: float, rng: np.random.Generator) -> list[dict]:
+    cfg = load_config()
+    wrench = rng.normal(0, 10, (n, 6)).astype(np.float32)
+    bota_wire = b"".join(
+        bota.encode_frame(bota.BotaFrame(0, tuple(map(float, w)), 1250 * k, 30.0))
+        for k, w in enumerate(wrench)
+    )
+    present = [
+        dxl.StatusPacket(1 + k % 6, 0, rng.integers(0, 256, 10, dtype=np.uint8).tobytes())
+        for k in range(n)
+    ]
+    dxl_wire = b"".join(dxl.encode_status(p) for p in present)
+    wit_wire = b"".join(
+        witmotion.encode_packet(0x51 + k % 3, rng.integers(-30000, 30000, 4).tolist())
+        for k in range(n)
+    )
+    reply = len(dxl.encode_status(present[0]))
+    cases = [
+        ("bota 37 B frames", bota.BotaStreamParser, bota_wire, cfg.ft.baudrate, bota.FRAME_LENGTH),
+        (
+            "bota, 1% bytes corrupted",
+            bota.BotaStreamParser,
+            _corrupt(bota_wire, 0.01, rng),
+            cfg.ft.baudrate,
+            bota.FRAME_LENGTH,
+        ),
+        (
+            "dynamixel, one 6-servo reply per feed",
+            dxl.DynamixelStreamParser,
+            dxl_wire,
+            cfg.bus.baudrate,
+            reply,
+            6 * reply,
+        ),
+        (
+            "dynamixel 21 B status",
+            dxl.DynamixelStreamParser,
+            dxl_wire,
+            cfg.bus.baudrate,
+            reply,
+        ),
+        (
+            "witmotion 11 B packets",
+            witmotion.WitmotionStreamParser,
+            wit_wire,
+            cfg.imu.baudrate,
+            witmotion.PACKET_LENGTH,
+        ),
+        (
+            "witmotion at 921600 baud",
+            witmotion.WitmotionStreamParser,
+            wit_wire,
+            921600,
+            witmotion.PACKET_LENGTH,
+        ),
+    ]
+    rows = []
+    for name, factory, wire, baud, size, *feed in cases:
+        chunks = _chunks(wire, *feed)  # 4 KiB reads unless the case says otherwise
+
+        def run(factory=factory, chunks=chunks):
+            parser = factory()
+            for c in chunks:
+                parser.feed(c)
+
+        packets_per_s = rate(run, n, min_time_s)
+        line = _line_rate(baud, size)
+        rows.append(
+            dict(
+                name=name,
+                baud=baud,
+                line_rate=line,
+                parsed_per_s=packets_per_s,
+                ratio=packets_per_s / line,
+            )
+        )
+    return rows
+
+
+def _start_emulators(link_dir: str) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hardware.emulator.cli",
+            "--source",
+            "ideal",
+            "--link-dir",
+            link_dir,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stdout:
+        if "ready" in line:
+            return proc
+    raise RuntimeError("the emulator process exited before it was ready")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def control_rows(seconds: float) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="twin-bench-") as d:
+        proc = _start_emulators(d)
+        try:
+            for label, period in (
+                ("free-running (period 0.5 ms)", 0.0005),
+                ("at the 4 ms period", 0.004),
+            ):
+                config = emulator_config(
+                    control_period_s=period, watchdog_s=None, hold_gravity_compensation=False
+                )
+                config = config.with_ports(f"{d}/servo_bus", f"{d}/ft_sensor", f"{d}/imu")
+                with SerialRobot(config) as robot:
+                    cmd = JointCommand(
+                        q_des=np.full(6, 0.1), kp=np.full(6, 5.0), kd=np.full(6, 0.5)
+                    )
+                    for _ in range(50):  # warm-up
+                        robot.write(cmd)
+                        robot.step()
+                    n, t_cycle = 0, []
+                    f0, i0 = robot.ft.frames_received, robot.imu.samples_received
+                    e0, o0 = robot.stats.bus_errors, robot.stats.overruns
+                    t0, cpu0, emu0 = time.perf_counter(), time.process_time(), _cpu_s(proc.pid)
+                    while time.perf_counter() - t0 < seconds:
+                        t1 = time.perf_counter()
+                        robot.write(cmd)
+                        robot.step()
+                        robot.read()
+                        t_cycle.append(time.perf_counter() - t1)
+                        n += 1
+                    elapsed = time.perf_counter() - t0
+                    cpu_robot = (time.process_time() - cpu0) / n
+                    cpu_emu = (_cpu_s(proc.pid) - emu0) / n
+                    rows.append(
+                        dict(
+                            name=label,
+                            control_hz=n / elapsed,
+                            p99_cycle_ms=float(np.percentile(t_cycle, 99) * 1e3),
+                            ft_hz=(robot.ft.frames_received - f0) / elapsed,
+                            imu_hz=(robot.imu.samples_received - i0) / elapsed,
+                            bus_errors=robot.stats.bus_errors - e0,
+                            overruns=robot.stats.overruns - o0,
+                            cpu_robot_ms=cpu_robot * 1e3,
+                            cpu_emulators_ms=cpu_emu * 1e3,
+                        )
+                    )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    return rows
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    rng = np.random.default_rng(args.seed)
+    n = 2000 if args.quick else 10000
+    prow = parser_rows(n, 0.3 if args.quick else 1.0, rng)
+    print_table(
+        "Parser throughput against the line rate (8N1)",
+        ["protocol", "baud", "line rate /s", "parsed /s", "ratio", "target"],
+        [
+            [
+                r["name"],
+                r["baud"],
+                r["line_rate"],
+                r["parsed_per_s"],
+                r["ratio"],
+                f">= {TARGET_RATIO:g}",
+            ]
+            for r in prow
+        ],
+    )
+    crow = control_rows(2.0 if args.quick else 5.0)
+    print_table(
+        "SerialRobot through the emulators (6 servos, F/T 200 Hz, IMU 200 Hz; emulators in their own process)",
+        [
+            "loop",
+            "control Hz",
+            "p99 cycle ms",
+            "F/T Hz",
+            "IMU Hz",
+            "bus errors",
+            "overruns",
+            "CPU ms/cycle robot",
+            "CPU ms/cycle emulators",
+            "target",
+        ],
+        [
+            [
+                r["name"],
+                r["control_hz"],
+                r["p99_cycle_ms"],
+                r["ft_hz"],
+                r["imu_hz"],
+                r["bus_errors"],
+                r["overruns"],
+                r["cpu_robot_ms"],
+                r["cpu_emulators_ms"],
+                f">= {TARGET_HZ:g} Hz",
+            ]
+            for r in crow
+        ],
+    )
+    free = crow[0]["control_hz"]
+    emit_json(
+        "bench_serial",
+        {
+            **{f"parser_ratio[{r['name']}]": r["ratio"] for r in prow},
+            "min_parser_ratio": min(r["ratio"] for r in prow),
+            "control_hz_free_running": free,
+            "control_hz_at_4ms": crow[1]["control_hz"],
+            "control_ratio_vs_250hz": free / TARGET_HZ,
+            "cpu_ms_per_cycle_robot": crow[0]["cpu_robot_ms"],
+            "cpu_ms_per_cycle_emulators": crow[0]["cpu_emulators_ms"],
+            "load_average_1min": os.getloadavg()[0],
+            "targets_met": bool(
+                min(r["ratio"] for r in prow) >= TARGET_RATIO and free >= TARGET_HZ
+            ),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,374 @@
+"""Bota serial F/T sensor driver (``specs/bota-serial.md``), also the ``FtSensorDevice`` of the
+serial backend.
+
+Start-up, as the vendor's host driver does it: open (raw 8N1), wait for the boot text (``App Init``)
+or for frames (the sensor is already running) up to ``boot_timeout_s``, ``C``, ``p?`` twice
+(metadata), ``c,0,1,0,<baud code>``, ``f,<sinc>,0,0,1``, optional offsets ``b`` and calibration rows
+``m0..m5``, then ``R`` and at least one frame within ``activation_timeout_s``. Replies are found by
+the substring ``r,0,<cmd>,<code>`` anywhere in the received bytes (frames may precede the reply to
+``C``). Unlike the vendor driver, a port that disappears is noticed: the link reports it and
+reconnects (running this start-up again).
+
+The reader thread feeds text to the reply search in configuration mode and bytes to the frame
+parser in run mode; the switch happens in the reader thread at the ``r,0,R,0`` reply, so no frame
+byte is lost or misread. Each frame becomes the latest ``WrenchSample`` (time stamped on the
+driver's clock at receipt) and goes into a bounded history with its device time stamp.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from hardware.clock import MonotonicClock
+from hardware.config import ReconnectConfig
+from hardware.errors import (
+    DeviceStatusError,
+    DisconnectedError,
+    InvalidArgumentError,
+    ReplyTimeoutError,
+    TransportError,
+)
+from hardware.protocols import bota
+from hardware.protocols.stream import ParserStats
+from hardware.transport import LinkProtocol, LinkState, SerialLink
+from twin.robot import FtSensorDevice, FtStatus, WrenchSample
+
+_TEXT_LIMIT = 16384
+_COMMAND_RETRIES = 3
+_CONFIG_COMMANDS = "cfbmslwp"
+
+
+@dataclass(frozen=True)
+class FtReading:
+    """A received frame: the sample (host time ``t_us``) and the device's unwrapped time stamp."""
+
+    sample: WrenchSample
+    device_t_us: int
+
+
+class BotaSensor(FtSensorDevice, LinkProtocol):
+    """The F/T sensor on one port (module doc)."""
+
+    def __init__(
+        self,
+        port: str,
+        baudrate: int = 460800,
+        *,
+        sinc_length: int = 256,
+        offsets=None,
+        calibration=None,
+        boot_timeout_s: float = 3.0,
+        ack_timeout_s: float = 0.5,
+        activation_timeout_s: float = 1.0,
+        read_metadata: bool = True,
+        reconnect: ReconnectConfig | None = None,
+        clock=None,
+        name: str = "ft_sensor",
+        history: int = 4096,
+    ) -> None:
+        if baudrate not in bota.BAUD_CODES:
+            raise InvalidArgumentError(
+                f"baud rate must be one of {sorted(bota.BAUD_CODES)}, got {baudrate}"
+            )
+        self._sinc = bota.check_sinc(sinc_length)
+        bota.cmd_offsets(offsets if offsets is not None else np.zeros(6))  # validates
+        self._offsets = None if offsets is None else np.asarray(offsets, float).reshape(6)
+        self._calibration = (
+            None if calibration is None else np.asarray(calibration, float).reshape(6, 6)
+        )
+        self.boot_timeout_s, self.ack_timeout_s = boot_timeout_s, ack_timeout_s
+        self.activation_timeout_s = activation_timeout_s
+        self.read_metadata = read_metadata
+        self.clock = clock or MonotonicClock()
+        self.parser = bota.BotaStreamParser()
+        self.metadata: bota.Metadata | None = None
+        self.latest: FtReading | None = None
+        self.history: collections.deque[FtReading] = collections.deque(maxlen=history)
+        self.on_sample: Callable[[FtReading], None] | None = None
+        self.frames_received = 0
+        self.timestamp_gaps = 0  # frames missing between device time stamps
+        self._cond = threading.Condition()
+        self._cmd_lock = threading.RLock()
+        self._run_mode = False
+        self._switch_on_run_ack = False
+        self._text = bytearray()
+        self._wrap = 0
+        self._last_raw_ts: int | None = None
+        self._init_thread: int | None = None
+        self.link = SerialLink(
+            name, port, baudrate, self, on_connect=self._startup, reconnect=reconnect
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+    def open(self) -> BotaSensor:
+        self.link.open()
+        return self
+
+    def close(self) -> None:
+        self.link.close()
+
+    def __enter__(self) -> BotaSensor:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def ready(self) -> bool:
+        return self.link.ready
+
+    @property
+    def sinc_length(self) -> int:
+        return self._sinc
+
+    @property
+    def parser_stats(self) -> ParserStats:
+        return self.parser.stats.snapshot()
+
+    @property
+    def in_config_mode(self) -> bool:
+        return not self._run_mode
+
+    # ------------------------------------------------------------------ reader thread
+    def connection_made(self, link: SerialLink) -> None:
+        with self._cond:
+            self._run_mode = False
+            self._switch_on_run_ack = False
+            self._text.clear()
+
+    def data_received(self, data: bytes) -> None:
+        with self._cond:
+            if self._run_mode:
+                self._frames(self.parser.feed(data))
+            else:
+                self._text += data
+                if len(self._text) > _TEXT_LIMIT:
+                    del self._text[: len(self._text) - _TEXT_LIMIT // 2]
+                if self._switch_on_run_ack:
+                    found = bota.find_ack(bytes(self._text), bota.Cmd.RUN_MODE)
+                    if found is not None and found[0] == 0:
+                        rest = bytes(self._text[found[1] :])
+                        self._run_mode, self._switch_on_run_ack = True, False
+                        self.parser.reset()
+                        self._frames(self.parser.feed(rest))
+            self._cond.notify_all()
+
+    def connection_lost(self, reason: str, exc: BaseException | None) -> None:
+        with self._cond:
+            self._run_mode = False
+            self._cond.notify_all()
+
+    def _frames(self, frames: list[bota.BotaFrame]) -> None:
+        if not frames:
+            return
+        now = self.clock.now_us()
+        period_us = self._sinc * bota.SINC_PERIOD_S * 1e6
+        for f in frames:
+            raw = f.timestamp_us
+            if self._last_raw_ts is not None:
+                if raw < self._last_raw_ts - bota.TIMESTAMP_MODULUS // 2:
+                    self._wrap += 1
+                gap = (raw - self._last_raw_ts) % bota.TIMESTAMP_MODULUS
+                self.timestamp_gaps += max(0, round(gap / period_us) - 1)
+            self._last_raw_ts = raw
+            sample = WrenchSample(
+                t_us=now,
+                wrench=np.array(f.wrench, dtype=float),
+                status=FtStatus(f.status & 0xF),
+                temperature_c=f.temperature_c,
+            )
+            reading = FtReading(sample, raw + self._wrap * bota.TIMESTAMP_MODULUS)
+            self.latest = reading
+            self.history.append(reading)
+            self.frames_received += 1
+            if self.on_sample is not None:
+                self.on_sample(reading)
+
+    # ------------------------------------------------------------------ waiting helpers
+    def _wait(self, predicate, timeout_s: float, what: str):
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                value = predicate()
+                if value:
+                    return value
+                if (
+                    self.link.state in (LinkState.LOST, LinkState.CLOSED)
+                    or self.link.closing.is_set()
+                ):
+                    raise DisconnectedError(f"{self.link.name}: port lost while waiting for {what}")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ReplyTimeoutError(f"{self.link.name}: no {what} within {timeout_s:.3g} s")
+                self._cond.wait(remaining)
+
+    def _send(self, text: str) -> None:
+        connecting = self._init_thread == threading.get_ident()
+        self.link.write((text + "\n").encode("ascii"), connecting=connecting)
+
+    def _exchange(self, text: str, timeout_s: float | None = None, retries: int = 1) -> str:
+        """Send one command in configuration mode and wait for its acknowledgement."""
+        char = text[0]
+        timeout_s = timeout_s or self.ack_timeout_s
+        for attempt in range(retries):
+            with self._cond:
+                self._text.clear()
+            self._send(text)
+            try:
+                code, end = self._wait(
+                    lambda c=char: bota.find_ack(bytes(self._text), c),
+                    timeout_s,
+                    f"reply to {text!r}",
+                )
+            except ReplyTimeoutError:
+                if attempt + 1 == retries:
+                    raise
+                continue
+            with self._cond:
+                reply = bytes(self._text[:end]).decode("ascii", errors="replace")
+            if code != 0:
+                raise DeviceStatusError(
+                    f"{self.link.name}: the sensor answered {text!r} with code {code}",
+                    device=self.link.name,
+                    code=code,
+                )
+            # The reply is what came after the command (a "w" dump, a "p" line, then the ack);
+            # frames may precede the reply to "C": keep only the ack there.
+            return reply[reply.rfind("r,") :] if char == bota.Cmd.CONFIG_MODE else reply.strip()
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------ modes
+    def _enter_config(self) -> str:
+        with self._cond:
+            self._run_mode = False
+            self._switch_on_run_ack = False
+        return self._exchange(bota.Cmd.CONFIG_MODE, retries=_COMMAND_RETRIES)
+
+    def _enter_run(self) -> str:
+        with self._cond:
+            self._text.clear()
+            self._switch_on_run_ack = True
+            before = self.frames_received
+        self._send(bota.Cmd.RUN_MODE)
+        self._wait(lambda: self._run_mode, self.ack_timeout_s, "reply to 'R'")
+        try:
+            self._wait(
+                lambda: self.frames_received > before, self.activation_timeout_s, "frame after 'R'"
+            )
+        except ReplyTimeoutError as e:
+            raise TransportError(f"{self.link.name}: activation failed: {e}") from e
+        return bota.ack(bota.Cmd.RUN_MODE)
+
+    def _startup(self, link: SerialLink) -> None:
+        self._init_thread = threading.get_ident()
+        try:
+            self._wait_boot()
+            self._enter_config()
+            if self.read_metadata:
+                for _ in range(2):
+                    self.metadata = (
+                        bota.parse_metadata(self._exchange("p?").encode()) or self.metadata
+                    )
+            self._configure()
+            self._enter_run()
+        finally:
+            self._init_thread = None
+
+    def _wait_boot(self) -> None:
+        def booted() -> bool:
+            text = bytes(self._text)
+            return bota.BOOT_BANNER.encode() in text or bool(bota.BotaStreamParser().feed(text))
+
+        # A silent sensor may still be in configuration mode: "C" tells.
+        with contextlib.suppress(ReplyTimeoutError):
+            self._wait(booted, self.boot_timeout_s, "boot text or frames")
+
+    def _configure(self) -> None:
+        self._exchange(bota.cmd_comm_setup(0, 1, 0, self.link.baudrate))
+        self._exchange(bota.cmd_filter(self._sinc))
+        if self._offsets is not None:
+            self._exchange(bota.cmd_offsets(self._offsets))
+        if self._calibration is not None:
+            for row in range(6):
+                self._exchange(bota.cmd_calibration_row(row, self._calibration[row]))
+
+    # ------------------------------------------------------------------ FtSensorDevice
+    def command(self, text: str, timeout_s: float = 1.0) -> str:
+        """Send one configuration command and return the sensor's reply (``r,0,<cmd>,0``).
+
+        ``C`` and ``R`` switch modes; a setting sent in run mode is wrapped in ``C`` ... ``R`` so
+        the stream resumes; ``I`` / ``#`` reset the sensor and rerun the start-up. A reply with a
+        non-zero code raises ``DeviceStatusError``; a command while disconnected
+        ``DisconnectedError``; an unknown or malformed command ``InvalidArgumentError``.
+        """
+        cmd = text.strip()
+        parsed = bota.parse_command(cmd) if cmd else None
+        if parsed is None or parsed.char not in _CONFIG_COMMANDS + "CRI#":
+            raise InvalidArgumentError(
+                f"unknown sensor command {text!r}; expected one of C c f b m s l w p? I # R"
+            )
+        if not self.link.ready:
+            raise DisconnectedError(
+                f"{self.link.name}: sensor is {self.link.state.value}; command {cmd!r} refused"
+            )
+        with self._cmd_lock:
+            if parsed.char == bota.Cmd.CONFIG_MODE:
+                return self._enter_config()
+            if parsed.char == bota.Cmd.RUN_MODE:
+                return self._enter_run()
+            if parsed.char in (bota.Cmd.SOFT_RESET, bota.Cmd.HARD_RESET):
+                with self._cond:
+                    self._run_mode = False
+                    self._text.clear()
+                self._send(cmd)
+                self._startup(self.link)
+                return bota.BOOT_BANNER if parsed.char == bota.Cmd.SOFT_RESET else ""
+            resume = self._run_mode
+            if resume:
+                self._enter_config()
+            try:
+                reply = self._exchange(cmd, timeout_s)
+                self._remember(parsed)
+            finally:
+                if resume:
+                    self._enter_run()
+            return reply
+
+    def _remember(self, parsed: bota.ParsedCommand) -> None:
+        if parsed.char == bota.Cmd.FILTER:
+            self._sinc = int(parsed.args[0])
+        elif parsed.char == bota.Cmd.OFFSETS:
+            self._offsets = np.array([float(v) for v in parsed.args])
+
+    def set_filter(
+        self, sinc_length: int, chop: int = 0, fast: int = 0, fir_disable: int = 1
+    ) -> str:
+        """Filter and output rate (``51200 / sinc_length`` Hz)."""
+        return self.command(bota.cmd_filter(sinc_length, chop, fast, fir_disable))
+
+    def set_offsets(self, offsets) -> str:
+        """Device offsets (6,) N, N m, subtracted from the output."""
+        return self.command(bota.cmd_offsets(offsets))
+
+    def set_calibration(self, matrix) -> None:
+        """The 6x6 calibration matrix, one ``m<row>`` command per row, in one configuration visit."""
+        m = np.asarray(matrix, float)
+        if m.shape != (6, 6) or not np.all(np.isfinite(m)):
+            raise InvalidArgumentError(
+                f"calibration must be a finite 6x6 matrix, got shape {m.shape}"
+            )
+        with self._cmd_lock:
+            self.command(bota.Cmd.CONFIG_MODE)
+            try:
+                for row in range(6):
+                    self.command(bota.cmd_calibration_row(row, m[row]))
+                self._calibration = m
+            finally:
+                self.command(bota.Cmd.RUN_MODE)

@@ -1,0 +1,273 @@
+"""DYNAMIXEL Protocol 2.0 bus driver: transactions over a ``SerialLink``.
+
+The link's reader thread feeds the stream parser; status packets queue up and a transaction
+(one at a time) writes its instruction and waits for the expected replies, in order, within the
+reply timeout. Replies that belong to nobody are counted (``stats.stray_packets``); a missing reply
+raises ``ReplyTimeoutError``; an ERR code raises ``DeviceStatusError``; the alert bit (a latched
+hardware error) is remembered per servo in ``alert_ids``.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hardware.config import ReconnectConfig
+from hardware.errors import DeviceStatusError, DisconnectedError, ReplyTimeoutError, TransportError
+from hardware.protocols import dynamixel as dxl
+from hardware.protocols.dynamixel_table import (
+    PRESENT_BLOCK_ADDRESS,
+    PRESENT_BLOCK_LENGTH,
+    HardwareError,
+    OperatingMode,
+    Register,
+    StatusError,
+    XTable,
+)
+from hardware.protocols.stream import ParserStats
+from hardware.transport import LinkProtocol, LinkState, SerialLink
+
+INIT_REPLY_TIMEOUT_S = 0.25  # reply timeout during the connection set-up (on_connect)
+_PRESENT = np.dtype([("current", "<i2"), ("velocity", "<i4"), ("position", "<i4")])
+
+
+@dataclass
+class BusStats:
+    """transactions: instructions sent; timeouts: replies missing; status_errors: replies with an
+    ERR code; stray_packets: replies nobody waited for (late or unexpected)."""
+
+    transactions: int = 0
+    timeouts: int = 0
+    status_errors: int = 0
+    stray_packets: int = 0
+
+
+@dataclass(frozen=True)
+class PresentValues:
+    """Raw register values of one sync read, (n,) int64 each, in the order of ``ids``."""
+
+    ids: tuple[int, ...]
+    current: np.ndarray
+    velocity: np.ndarray
+    position: np.ndarray
+    alert: np.ndarray  # (n,) bool: the servo reports a latched hardware error
+
+
+class DynamixelBus(LinkProtocol):
+    """The servo bus on one port. ``open()`` connects and runs ``on_connect(bus)``."""
+
+    def __init__(
+        self,
+        port: str,
+        baudrate: int = 1_000_000,
+        *,
+        name: str = "servo_bus",
+        reply_timeout_s: float = 0.02,
+        reconnect: ReconnectConfig | None = None,
+        on_connect: Callable[[DynamixelBus], None] | None = None,
+    ) -> None:
+        self.reply_timeout_s = reply_timeout_s
+        self.parser = dxl.DynamixelStreamParser()
+        self.stats = BusStats()
+        self._user_init = on_connect
+        self._cond = threading.Condition()
+        self._replies: collections.deque[dxl.StatusPacket] = collections.deque(maxlen=256)
+        self._txn = threading.Lock()
+        self._init_thread: int | None = None
+        self.alert_ids: set[int] = set()
+        self.link = SerialLink(
+            name, port, baudrate, self, on_connect=self._run_init, reconnect=reconnect
+        )
+
+    # ------------------------------------------------------------------ link
+    def open(self) -> DynamixelBus:
+        self.link.open()
+        return self
+
+    def close(self) -> None:
+        self.link.close()
+
+    def __enter__(self) -> DynamixelBus:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def ready(self) -> bool:
+        return self.link.ready
+
+    def _run_init(self, link: SerialLink) -> None:
+        self._init_thread = threading.get_ident()
+        try:
+            if self._user_init is not None:
+                self._user_init(self)
+        finally:
+            self._init_thread = None
+
+    def data_received(self, data: bytes) -> None:
+        with self._cond:
+            for packet in self.parser.feed(data):
+                if isinstance(packet, dxl.StatusPacket):
+                    self._replies.append(packet)
+            self._cond.notify_all()
+
+    def connection_lost(self, reason: str, exc: BaseException | None) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    @property
+    def parser_stats(self) -> ParserStats:
+        return self.parser.stats.snapshot()
+
+    # ------------------------------------------------------------------ transactions
+    def transact(
+        self,
+        packet: dxl.InstructionPacket,
+        reply_ids: Sequence[int],
+        timeout_s: float | None = None,
+    ) -> list[dxl.StatusPacket]:
+        """Send ``packet`` and return the status packets of ``reply_ids``, in that order."""
+        connecting = self._init_thread == threading.get_ident()
+        raw = dxl.encode_instruction(packet)
+        with self._txn:
+            with self._cond:
+                self.stats.stray_packets += len(self._replies)
+                self._replies.clear()
+                self.parser.reset()
+            self.link.write(raw, connecting=connecting)
+            self.stats.transactions += 1
+            timeout_s = timeout_s or self.reply_timeout_s
+            if connecting:  # set-up is not time critical: be patient with a busy machine
+                timeout_s = max(timeout_s, INIT_REPLY_TIMEOUT_S)
+            out = self._collect(reply_ids, timeout_s)
+        for p in out:
+            (self.alert_ids.add if p.alert else self.alert_ids.discard)(p.id)
+            if p.error_code is not StatusError.NONE:
+                self.stats.status_errors += 1
+                raise DeviceStatusError(
+                    f"servo {p.id} answered instruction 0x{packet.instruction:02X} with error "
+                    f"{p.error_code.name} (ERR 0x{p.error:02X})",
+                    device=f"dxl:{p.id}",
+                    code=int(p.error_code),
+                )
+        return out
+
+    def _collect(self, reply_ids: Sequence[int], timeout_s: float) -> list[dxl.StatusPacket]:
+        out = []
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            for pid in reply_ids:
+                while True:
+                    if self._replies:
+                        p = self._replies.popleft()
+                        if p.id == pid:
+                            out.append(p)
+                            break
+                        self.stats.stray_packets += 1
+                        continue
+                    if self.link.state in (LinkState.LOST, LinkState.CLOSED):
+                        raise DisconnectedError(
+                            f"{self.link.name}: port lost while waiting for servo {pid}"
+                        )
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        self.stats.timeouts += 1
+                        raise ReplyTimeoutError(
+                            f"{self.link.name}: no status packet from servo {pid} within "
+                            f"{timeout_s * 1e3:.1f} ms"
+                        )
+                    self._cond.wait(remaining)
+        return out
+
+    # ------------------------------------------------------------------ instructions
+    def ping(self, pid: int, timeout_s: float | None = None) -> tuple[int, int]:
+        """``(model_number, firmware_version)`` of servo ``pid``."""
+        (reply,) = self.transact(dxl.ping(pid), [pid], timeout_s)
+        return dxl.parse_ping_status(reply)
+
+    def scan(
+        self, ids: Sequence[int], timeout_s: float | None = None
+    ) -> dict[int, tuple[int, int]]:
+        """Ping each id; the ones that answer, with ``(model_number, firmware)``."""
+        found = {}
+        for pid in ids:
+            try:
+                found[pid] = self.ping(pid, timeout_s)
+            except ReplyTimeoutError:
+                continue
+        return found
+
+    def read(self, pid: int, reg: Register) -> int:
+        (reply,) = self.transact(dxl.read(pid, reg.address, reg.size), [pid])
+        return dxl.decode_value(_exact(reply, reg.size), reg.signed)
+
+    def write(self, pid: int, reg: Register, value: int) -> None:
+        """WRITE one register and wait for the servo's status (status return level 2)."""
+        self.transact(dxl.write(pid, reg.address, dxl.encode_register(reg, value)), [pid])
+
+    def sync_read(self, address: int, length: int, ids: Sequence[int]) -> list[bytes]:
+        """``length`` bytes at ``address`` from each servo, in the order of ``ids``."""
+        replies = self.transact(dxl.sync_read(address, length, ids), ids)
+        return [_exact(r, length) for r in replies]
+
+    def sync_write(self, address: int, length: int, data: Mapping[int, bytes]) -> None:
+        self.transact(dxl.sync_write(address, length, data), [])
+
+    def bulk_read(self, items: Sequence[tuple[int, int, int]]) -> list[bytes]:
+        replies = self.transact(dxl.bulk_read(items), [i for i, _, _ in items])
+        return [_exact(r, n) for r, (_, _, n) in zip(replies, items)]
+
+    def sync_read_register(self, reg: Register, ids: Sequence[int]) -> dict[int, int]:
+        values = self.sync_read(reg.address, reg.size, ids)
+        return {pid: dxl.decode_value(v, reg.signed) for pid, v in zip(ids, values)}
+
+    def sync_write_register(self, reg: Register, values: Mapping[int, int]) -> None:
+        data = {pid: dxl.encode_register(reg, int(v)) for pid, v in values.items()}
+        self.sync_write(reg.address, reg.size, data)
+
+    def reboot(self, pid: int) -> None:
+        self.transact(dxl.reboot(pid), [pid])
+
+    # ------------------------------------------------------------------ helpers
+    def read_present(self, ids: Sequence[int]) -> PresentValues:
+        """One SYNC_READ of Present Current, Velocity and Position (10 bytes per servo)."""
+        replies = self.transact(
+            dxl.sync_read(PRESENT_BLOCK_ADDRESS, PRESENT_BLOCK_LENGTH, ids), ids
+        )
+        block = np.frombuffer(
+            b"".join(_exact(r, PRESENT_BLOCK_LENGTH) for r in replies), dtype=_PRESENT
+        )
+        return PresentValues(
+            tuple(ids),
+            block["current"].astype(np.int64),
+            block["velocity"].astype(np.int64),
+            block["position"].astype(np.int64),
+            np.array([r.alert for r in replies]),
+        )
+
+    def set_torque(self, ids: Sequence[int], enabled: bool) -> None:
+        self.sync_write_register(XTable.TORQUE_ENABLE, {pid: int(enabled) for pid in ids})
+
+    def set_operating_mode(self, ids: Sequence[int], mode: OperatingMode) -> None:
+        """Operating Mode is in EEPROM: torque must be off (else the servo answers ACCESS)."""
+        for pid in ids:
+            self.write(pid, XTable.OPERATING_MODE, int(mode))
+
+    def hardware_errors(self, ids: Sequence[int]) -> dict[int, HardwareError]:
+        """Hardware Error Status of each servo (only the non-zero ones)."""
+        values = self.sync_read_register(XTable.HARDWARE_ERROR_STATUS, ids)
+        return {pid: HardwareError(v) for pid, v in values.items() if v}
+
+
+def _exact(reply: dxl.StatusPacket, n: int) -> bytes:
+    if len(reply.params) != n:
+        raise TransportError(
+            f"servo {reply.id} returned {len(reply.params)} data bytes, expected {n}"
+        )
+    return reply.params

@@ -1,0 +1,37 @@
+"""Device emulators on pseudo-terminals: a DYNAMIXEL servo chain, a Bota F/T sensor, a WitMotion
+IMU, each answering byte for byte like the device, driven by a physics source (ideal or sim)."""
+
+from hardware.emulator.bota import BotaEmulator
+from hardware.emulator.faults import FaultInjector
+from hardware.emulator.pty_port import PtyPort
+from hardware.emulator.servo_chain import ServoChainEmulator
+from hardware.emulator.sources import (
+    Drive,
+    DriveKind,
+    IdealSource,
+    PhysicsSource,
+    RealTimeRunner,
+    RobotSource,
+    make_sim_source,
+)
+from hardware.emulator.stack import BUS, FT, IMU, EmulatorStack
+from hardware.emulator.witmotion import WitmotionEmulator
+
+__all__ = [
+    "BUS",
+    "FT",
+    "IMU",
+    "BotaEmulator",
+    "Drive",
+    "DriveKind",
+    "EmulatorStack",
+    "FaultInjector",
+    "IdealSource",
+    "PhysicsSource",
+    "PtyPort",
+    "RealTimeRunner",
+    "RobotSource",
+    "ServoChainEmulator",
+    "WitmotionEmulator",
+    "make_sim_source",
+]

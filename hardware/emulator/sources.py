@@ -1,0 +1,345 @@
+"""Physics sources behind the device emulators: what the emulated servos move and the sensors read.
+
+One small interface, ``PhysicsSource``: the servos set a per-joint ``Drive`` (limp, a current, or
+the servo's position loop) and read the joint state; the F/T and IMU emulators take the sensor
+samples. Time advances only through ``advance_to(t_us)``: a ``RealTimeRunner`` calls it from the
+wall clock, or (lock-step) the servo emulator calls it before answering a read.
+
+- ``IdealSource``: per joint a rigid inertia with viscous damping, integrated at 0.5 ms; a
+  deterministic wrench and a resting IMU.
+- ``RobotSource``: wraps any ``twin.robot.Robot`` (``sim.PyBulletRobot``), stepping it with the
+  servos' drives as its joint command, and reports its F/T and IMU samples.
+"""
+
+from __future__ import annotations
+
+import abc
+import bisect
+import collections
+import enum
+import math
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from hardware.emulator.ft_device import IdealFtDevice
+from hardware.errors import InvalidArgumentError
+from twin.robot import FtSensorDevice, ImuSample, JointCommand, Robot, WrenchSample
+
+_HISTORY = 2048
+STANDARD_GRAVITY = 9.80665
+
+
+class DriveKind(enum.Enum):
+    LIMP = "limp"  # torque off
+    CURRENT = "current"  # a joint torque from the goal current
+    PD = "pd"  # the servo's position (or velocity) loop
+
+
+@dataclass(frozen=True)
+class Drive:
+    """What one servo does to its joint. torque N m (CURRENT); q_goal rad, qd_goal rad/s, kp N m/rad,
+    kd N m s/rad and torque_limit N m (PD): ``clip(kp (q_goal - q) + kd (qd_goal - qd))``."""
+
+    kind: DriveKind = DriveKind.LIMP
+    torque: float = 0.0
+    q_goal: float = 0.0
+    qd_goal: float = 0.0
+    kp: float = 0.0
+    kd: float = 0.0
+    torque_limit: float = math.inf
+
+
+LIMP = Drive()
+
+
+class PhysicsSource(abc.ABC):
+    """Joint physics and sensor samples for the emulators (module doc). Thread safe: every method
+    takes ``lock``; ``changed`` is notified after each advance."""
+
+    n_joints = 6
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.t_us = 0
+        self._drives = [LIMP] * self.n_joints
+        self._ft: collections.deque[WrenchSample] = collections.deque(maxlen=_HISTORY)
+        self._imu: collections.deque[ImuSample] = collections.deque(maxlen=_HISTORY)
+
+    @property
+    @abc.abstractmethod
+    def ft_device(self) -> FtSensorDevice:
+        """The F/T sensor's configuration command interface (call it with ``lock`` held)."""
+
+    @abc.abstractmethod
+    def _advance(self, t_us: int) -> None:
+        """Integrate up to ``t_us`` (lock held); append new sensor samples."""
+
+    @abc.abstractmethod
+    def joint_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Copies of ``(q, qd, tau)``, (6,) each: rad, rad/s, N m."""
+
+    def advance_to(self, t_us: int) -> None:
+        """Integrate to ``t_us``; the sensor emulators waiting on ``changed`` are woken only when
+        a new sample arrived."""
+        with self.changed:
+            if t_us > self.t_us:
+                n_ft, n_imu = self._ft_count, self._imu_count
+                self._advance(int(t_us))
+                if (n_ft, n_imu) != (self._ft_count, self._imu_count):
+                    self.changed.notify_all()
+
+    @property
+    def _ft_count(self) -> int:
+        return self._ft[-1].t_us if self._ft else -1
+
+    @property
+    def _imu_count(self) -> int:
+        return self._imu[-1].t_us if self._imu else -1
+
+    def set_drive(self, joint: int, drive: Drive) -> None:
+        with self.lock:
+            self._drives[joint] = drive
+
+    def drive(self, joint: int) -> Drive:
+        return self._drives[joint]
+
+    def ft_samples_after(self, t_us: int) -> list[WrenchSample]:
+        """F/T samples newer than ``t_us``, oldest first."""
+        with self.lock:
+            out = []
+            for s in reversed(self._ft):
+                if s.t_us <= t_us:
+                    break
+                out.append(s)
+            return out[::-1]
+
+    def latest_ft_t_us(self) -> int:
+        with self.lock:
+            return self._ft[-1].t_us if self._ft else -1
+
+    def imu_sample_at(self, t_us: int) -> ImuSample | None:
+        """The latest IMU sample at or before ``t_us`` (sample and hold), or ``None``."""
+        with self.lock:
+            times = [s.t_us for s in self._imu]
+            k = bisect.bisect_right(times, t_us)
+            return self._imu[k - 1] if k else None
+
+    def close(self) -> None:  # noqa: B027 - optional override
+        """Release resources; safe to call twice."""
+
+
+class DriveArrays:
+    """The drives of all joints as arrays, for a vectorised torque: ``(n,)`` each."""
+
+    def __init__(self, drives: list[Drive]) -> None:
+        current = np.array([d.kind is DriveKind.CURRENT for d in drives])
+        pd = np.array([d.kind is DriveKind.PD for d in drives])
+        self.torque = np.where(current, [d.torque for d in drives], 0.0)
+        self.kp = np.where(pd, [d.kp for d in drives], 0.0)
+        self.kd = np.where(pd, [d.kd for d in drives], 0.0)
+        self.q_goal = np.array([d.q_goal for d in drives])
+        self.qd_goal = np.array([d.qd_goal for d in drives])
+        self.limit = np.where(pd, [d.torque_limit for d in drives], np.inf)
+
+    def torques(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        """(n,) N m: the current drives' torque plus the clipped PD loops at state ``q``, ``qd``."""
+        u = self.kp * (self.q_goal - q) + self.kd * (self.qd_goal - qd)
+        return self.torque + np.minimum(np.maximum(u, -self.limit), self.limit)
+
+
+class IdealSource(PhysicsSource):
+    """Six independent joints ``inertia * qdd = tau - damping * qd`` (no gravity), clamped to
+    ``effort_limits``; F/T ``wrench0 + amplitude * sin(2 pi t / period)`` through an
+    ``IdealFtDevice``; an IMU at rest (specific force +g along z, zero rate, identity)."""
+
+    DT_US = 500
+    MAX_STEPS_PER_ADVANCE = 4000  # beyond 2 s behind, time jumps (the state is held)
+
+    def __init__(
+        self,
+        initial_q: np.ndarray | None = None,
+        *,
+        inertia: float | np.ndarray = 0.05,
+        damping: float | np.ndarray = 0.5,
+        effort_limits: np.ndarray | None = None,
+        sinc_length: int = 256,
+        imu_rate_hz: float = 200.0,
+        wrench0: tuple[float, ...] = (0.5, -0.25, 9.81, 0.02, -0.01, 0.0),
+        amplitude: tuple[float, ...] = (0.2, 0.1, 0.3, 0.01, 0.01, 0.005),
+        wave_period_s: float = 2.0,
+    ) -> None:
+        super().__init__()
+        n = self.n_joints
+        self._q = np.zeros(n) if initial_q is None else np.array(initial_q, float).reshape(n)
+        self._qd = np.zeros(n)
+        self._tau = np.zeros(n)
+        self._inertia = np.broadcast_to(np.asarray(inertia, float), (n,)).copy()
+        self._damping = np.broadcast_to(np.asarray(damping, float), (n,)).copy()
+        self._effort = (
+            np.full(n, np.inf) if effort_limits is None else np.asarray(effort_limits, float)
+        )
+        if np.any(self._inertia <= 0) or np.any(self._damping < 0):
+            raise InvalidArgumentError("inertia must be > 0 and damping >= 0 per joint")
+        self._device = IdealFtDevice(sinc_length)
+        self._ft_restarts = self._device.restarts
+        self._ft_next_k = 1
+        self._ft_origin_us = 0
+        self._imu_period_us = round(1e6 / imu_rate_hz)
+        self._imu_next_us = self._imu_period_us
+        self._w0 = np.asarray(wrench0, float)
+        self._amp = np.asarray(amplitude, float)
+        self._omega = 2.0 * math.pi / wave_period_s
+        self._arrays: DriveArrays | None = None
+
+    @property
+    def ft_device(self) -> IdealFtDevice:
+        return self._device
+
+    def set_drive(self, joint: int, drive: Drive) -> None:
+        with self.lock:
+            self._drives[joint] = drive
+            self._arrays = None
+
+    def joint_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with self.lock:
+            return self._q.copy(), self._qd.copy(), self._tau.copy()
+
+    def true_wrench(self, t_us: int) -> np.ndarray:
+        """The wrench (6,) N, N m the ideal sensor measures at ``t_us``, before device settings."""
+        return self._w0 + self._amp * math.sin(self._omega * t_us * 1e-6)
+
+    def _advance(self, t_us: int) -> None:
+        dev = self._device
+        if dev.restarts != self._ft_restarts:  # R, I or #: a new output grid from now
+            self._ft_restarts = dev.restarts
+            self._ft_origin_us, self._ft_next_k = self.t_us, 1
+        steps = (t_us - self.t_us) // self.DT_US
+        dt = self.DT_US * 1e-6
+        arrays = self._arrays
+        if arrays is None:
+            arrays = self._arrays = DriveArrays(self._drives)
+        for _ in range(min(steps, self.MAX_STEPS_PER_ADVANCE)):
+            tau = np.minimum(
+                np.maximum(arrays.torques(self._q, self._qd), -self._effort), self._effort
+            )
+            self._qd += dt * (tau - self._damping * self._qd) / self._inertia
+            self._q += dt * self._qd
+            self._tau = tau
+        self.t_us = t_us
+        self._sample_ft(t_us)
+        while self._imu_next_us <= t_us:
+            self._imu.append(
+                ImuSample(
+                    t_us=self._imu_next_us,
+                    specific_force=np.array([0.0, 0.0, STANDARD_GRAVITY]),
+                    angular_rate=np.zeros(3),
+                    orientation=np.array([1.0, 0.0, 0.0, 0.0]),
+                )
+            )
+            self._imu_next_us += self._imu_period_us
+
+    def _sample_ft(self, t_us: int) -> None:
+        dev = self._device
+        if not dev.streaming:
+            return
+        period_us = dev.sinc_length * 1e6 / 51200.0
+        status = dev.status_bits()
+        while True:
+            ts = self._ft_origin_us + round(self._ft_next_k * period_us)
+            if ts > t_us:
+                break
+            self._ft.append(WrenchSample(ts, dev.output(self.true_wrench(ts)), status, 30.0))
+            self._ft_next_k += 1
+
+
+class RobotSource(PhysicsSource):
+    """Wraps a ``Robot`` (e.g. ``sim.PyBulletRobot`` with ``control_period_s`` = its physics step,
+    so every sensor sample is seen). Until a servo first leaves the limp drive the robot keeps its
+    own initial hold (the arm rests as on its stand); afterwards the drives are its command."""
+
+    def __init__(self, robot: Robot) -> None:
+        super().__init__()
+        self.robot = robot
+        self._period_us = round(robot.control_period_s * 1e6)
+        self._engaged = False
+        self._state = robot.read()
+        self.t_us = int(self._state.t_us)
+        self._effort = np.asarray(robot.model.effort_limits, float)
+        self._record(self._state)
+
+    @property
+    def ft_device(self) -> FtSensorDevice:
+        return self.robot.ft_device
+
+    def set_drive(self, joint: int, drive: Drive) -> None:
+        with self.lock:
+            self._drives[joint] = drive
+            self._engaged = self._engaged or drive.kind is not DriveKind.LIMP
+
+    def joint_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with self.lock:
+            s = self._state
+            return np.array(s.q), np.array(s.qd), np.array(s.tau)
+
+    def _command(self) -> JointCommand:
+        n = self.n_joints
+        q_des, qd_des, tau, kp, kd = (np.zeros(n) for _ in range(5))
+        for j, d in enumerate(self._drives):
+            if d.kind is DriveKind.CURRENT:
+                tau[j] = d.torque
+            elif d.kind is DriveKind.PD:
+                q_des[j], qd_des[j], kp[j], kd[j] = d.q_goal, d.qd_goal, d.kp, d.kd
+        return JointCommand(q_des=q_des, qd_des=qd_des, tau_ff=tau, kp=kp, kd=kd)
+
+    def _advance(self, t_us: int) -> None:
+        robot = self.robot
+        while self.t_us + self._period_us <= t_us:
+            if self._engaged:
+                robot.write(self._command())
+            robot.step()
+            self._state = robot.read()
+            self.t_us = int(self._state.t_us)
+            self._record(self._state)
+
+    def _record(self, state) -> None:
+        w, imu = state.wrench, state.imu
+        if w is not None and (not self._ft or w.t_us > self._ft[-1].t_us):
+            self._ft.append(w)
+        if imu is not None and (not self._imu or imu.t_us > self._imu[-1].t_us):
+            self._imu.append(imu)
+
+    def close(self) -> None:
+        self.robot.close()
+
+
+class RealTimeRunner:
+    """Advances a source to ``clock.now_us()`` every ``tick_s`` in a background thread (the servo
+    emulator also advances it before every read, so joint readings are never older than that)."""
+
+    def __init__(self, source: PhysicsSource, clock, tick_s: float = 0.002) -> None:
+        self.source, self.clock, self.tick_s = source, clock, tick_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="emu-physics", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            self.source.advance_to(self.clock.now_us())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+
+
+def make_sim_source(seed: int = 0, **kwargs) -> RobotSource:
+    """A ``RobotSource`` around ``sim.robot.PyBulletRobot`` stepping one physics step (1 ms) per
+    period, without its own watchdog; ``kwargs`` go to ``PyBulletRobot``."""
+    from sim.robot import PyBulletRobot  # the sim backend, only when asked for
+
+    kwargs.setdefault("physics_dt", 1e-3)
+    kwargs.setdefault("control_period_s", kwargs["physics_dt"])
+    kwargs.setdefault("watchdog_s", None)
+    return RobotSource(PyBulletRobot(seed=seed, **kwargs))

@@ -1,0 +1,43 @@
+"""Helpers for tests and benchmarks that drive the emulators."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout_s: float, interval_s: float = 0.002) -> T:
+    """Poll ``predicate`` until it returns a truthy value (returned) or ``timeout_s`` passes
+    (``TimeoutError`` naming the predicate)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"condition {getattr(predicate, '__name__', predicate)!r} not met within {timeout_s} s"
+            )
+        time.sleep(interval_s)
+
+
+def emulator_config(config=None, **robot_overrides):
+    """``config`` (default: the shipped example) with timeouts suited to emulators on a busy
+    machine: generous reply timeouts and staleness, a short boot wait, fast reconnection.
+    ``robot_overrides`` replace top-level fields (e.g. ``control_mode="current"``)."""
+    from dataclasses import replace
+
+    from hardware.config import ReconnectConfig, load_config
+
+    config = config or load_config()
+    fields = dict(
+        bus=replace(config.bus, reply_timeout_s=0.1),
+        ft=replace(config.ft, boot_timeout_s=0.5, activation_timeout_s=2.0, ack_timeout_s=1.0),
+        imu=replace(config.imu, first_sample_timeout_s=2.0),
+        reconnect=ReconnectConfig(backoff_initial_s=0.02, backoff_max_s=0.2),
+        stale_after_s=0.25,
+    )
+    return replace(config, **{**fields, **robot_overrides})

@@ -1,0 +1,55 @@
+"""Exception classes of the serial backend (STYLE.md #8).
+
+Three families, never mixed:
+
+- ``TransportError``: the byte pipe failed (port missing, closed under us, no reply in time).
+- ``DeviceStatusError``: the device answered, and the answer says it failed or is faulted.
+- ``InvalidArgumentError``: the caller passed a value outside what the protocol or device accepts
+  (a ``ValueError``, so generic input validation catches it too).
+
+``ProtocolError`` is what the pure codecs raise for bytes that are not a valid packet; the stream
+parsers catch it and count it, so it never escapes a reader thread.
+"""
+
+from __future__ import annotations
+
+
+class HardwareError(Exception):
+    """Base class of every error raised by ``hardware``."""
+
+
+class TransportError(HardwareError):
+    """The serial link failed: port missing or lost, write failed, or no reply in time."""
+
+
+class DisconnectedError(TransportError):
+    """A command was refused because a device's port is disconnected (reconnection may be running)."""
+
+
+class ReplyTimeoutError(TransportError):
+    """A device did not answer within its reply timeout."""
+
+
+class DeviceStatusError(HardwareError):
+    """A device answered with an error status (e.g. a DYNAMIXEL status packet's ERR byte)."""
+
+    def __init__(self, message: str, *, device: str = "", code: int = 0) -> None:
+        super().__init__(message)
+        self.device = device
+        self.code = code
+
+
+class DeviceFaultError(DeviceStatusError):
+    """A command was refused because a device reports a latched hardware fault."""
+
+
+class InvalidArgumentError(HardwareError, ValueError):
+    """A value is outside what the protocol or the device accepts; the message says the range."""
+
+
+class ProtocolError(HardwareError, ValueError):
+    """Bytes that do not form a valid packet (wrong header, length, checksum or field)."""
+
+
+class ConfigError(InvalidArgumentError):
+    """The hardware TOML configuration is missing a key or holds a wrong value."""

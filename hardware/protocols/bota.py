@@ -1,0 +1,275 @@
+"""Bota serial protocol ("gen0"): the 37-byte run-mode frame and the ASCII configuration commands.
+
+Pure functions, no I/O (``specs/bota-serial.md``). Frame layout, little-endian, packed:
+``0xAA | status u16 | Fx Fy Fz Mx My Mz f32 | timestamp_us u32 | temperature f32 | CRC u16``;
+the CRC-16/X-25 covers bytes 1..34 (not the header) and is stored little-endian.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from hardware.errors import InvalidArgumentError, ProtocolError
+from hardware.protocols.crc import crc16_x25
+from hardware.protocols.stream import FixedFrameParser
+
+FRAME_HEADER = 0xAA
+FRAME_LENGTH = 37
+_BODY = struct.Struct("<H6fIf")  # bytes 1..34: status, wrench, timestamp, temperature
+_CRC = struct.Struct("<H")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+#: Output period per unit of sinc length: 1 / 51200 s (``period = SINC_PERIOD_S * sinc_length``).
+SINC_PERIOD_S = 0.00001953125
+SINC_MIN, SINC_MAX = 64, 2048  # standard sensors
+MAX_COMMAND_LENGTH = 64
+TIMESTAMP_MODULUS = 1 << 32
+
+#: Baud codes of the ``c`` command (the vendor host driver's table).
+BAUD_CODES: dict[int, int] = {
+    9600: 0,
+    57600: 1,
+    115200: 2,
+    230400: 3,
+    460800: 4,
+    921600: 5,
+    500000: 7,
+    1000000: 8,
+    2000000: 9,
+}
+BOOT_BANNER = "App Init"
+
+
+class Cmd:
+    """Command characters of the ASCII configuration protocol."""
+
+    CONFIG_MODE = "C"
+    COMM_SETUP = "c"
+    FILTER = "f"
+    OFFSETS = "b"
+    CALIBRATION_ROW = "m"
+    SAVE = "s"
+    LOAD = "l"
+    PRINT_CONFIG = "w"
+    SOFT_RESET = "I"
+    HARD_RESET = "#"
+    RUN_MODE = "R"
+    METADATA = "p"
+
+
+@dataclass(frozen=True)
+class BotaFrame:
+    """One run-mode frame.
+
+    wrench: (6,) float32 values ``[fx, fy, fz, mx, my, mz]`` N, N m, sensor frame.
+    timestamp_us: device clock (wraps at 2**32). status: bit field (``twin.robot.FtStatus``).
+    """
+
+    status: int
+    wrench: tuple[float, float, float, float, float, float]
+    timestamp_us: int
+    temperature_c: float
+
+
+def frame_period_s(sinc_length: int) -> float:
+    """Output period in seconds for ``sinc_length`` (about 51200 / sinc_length Hz)."""
+    check_sinc(sinc_length)
+    return SINC_PERIOD_S * sinc_length
+
+
+def check_sinc(sinc_length: int) -> int:
+    if not isinstance(sinc_length, (int, np.integer)) or not SINC_MIN <= sinc_length <= SINC_MAX:
+        raise InvalidArgumentError(
+            f"sinc length must be an integer in [{SINC_MIN}, {SINC_MAX}], got {sinc_length!r}"
+        )
+    return int(sinc_length)
+
+
+def encode_frame(frame: BotaFrame) -> bytes:
+    """The 37 bytes of ``frame``; refuses values that do not fit their fields."""
+    if not 0 <= frame.status <= 0xFFFF:
+        raise InvalidArgumentError(f"status must fit uint16, got {frame.status}")
+    if not 0 <= frame.timestamp_us < TIMESTAMP_MODULUS:
+        raise InvalidArgumentError(f"timestamp_us must fit uint32, got {frame.timestamp_us}")
+    values = [*frame.wrench, frame.temperature_c]
+    if len(frame.wrench) != 6 or not all(
+        math.isfinite(v) and abs(v) <= _FLOAT32_MAX for v in values
+    ):
+        raise InvalidArgumentError(
+            f"wrench must be 6 finite float32 values and temperature finite, got {values}"
+        )
+    body = _BODY.pack(frame.status, *frame.wrench, frame.timestamp_us, frame.temperature_c)
+    return bytes((FRAME_HEADER,)) + body + _CRC.pack(crc16_x25(body))
+
+
+def frame_is_valid(raw: bytes) -> bool:
+    """True if ``raw`` is 37 bytes with the header and a matching CRC."""
+    return (
+        len(raw) == FRAME_LENGTH
+        and raw[0] == FRAME_HEADER
+        and crc16_x25(raw[1:35]) == raw[35] | (raw[36] << 8)
+    )
+
+
+def _unpack(raw: bytes) -> BotaFrame:
+    status, fx, fy, fz, mx, my, mz, ts, temp = _BODY.unpack_from(raw, 1)
+    return BotaFrame(status, (fx, fy, fz, mx, my, mz), ts, temp)
+
+
+def decode_frame(raw: bytes) -> BotaFrame:
+    """Decode one frame; raises ``ProtocolError`` for a wrong length, header or CRC."""
+    if len(raw) != FRAME_LENGTH:
+        raise ProtocolError(f"a Bota frame is {FRAME_LENGTH} bytes, got {len(raw)}")
+    if raw[0] != FRAME_HEADER:
+        raise ProtocolError(f"a Bota frame starts with 0xAA, got 0x{raw[0]:02X}")
+    if not frame_is_valid(raw):
+        raise ProtocolError("Bota frame CRC-16/X-25 mismatch")
+    return _unpack(raw)
+
+
+class BotaStreamParser(FixedFrameParser[BotaFrame]):
+    """Run-mode byte stream -> ``BotaFrame`` values, resynchronising after garbage."""
+
+    def __init__(self) -> None:
+        super().__init__(FRAME_LENGTH, FRAME_HEADER, frame_is_valid, _unpack)
+
+
+# --- ASCII configuration ------------------------------------------------------------------------
+
+
+def _bounded(text: str) -> str:
+    if len(text) > MAX_COMMAND_LENGTH:
+        raise InvalidArgumentError(
+            f"a Bota command is at most {MAX_COMMAND_LENGTH} characters, got {len(text)}: {text!r}"
+        )
+    return text
+
+
+def _flag(name: str, value: int | bool) -> int:
+    if value not in (0, 1, True, False):
+        raise InvalidArgumentError(f"{name} must be 0 or 1, got {value!r}")
+    return int(value)
+
+
+def _six(name: str, values) -> list[float]:
+    arr = [float(v) for v in np.asarray(values, dtype=float).reshape(-1)]
+    if len(arr) != 6 or not all(math.isfinite(v) for v in arr):
+        raise InvalidArgumentError(f"{name} must be 6 finite numbers, got {values!r}")
+    return arr
+
+
+def cmd_comm_setup(
+    temp_comp: int = 0, use_calibration: int = 1, data_format: int = 0, baud: int = 460800
+) -> str:
+    """``c,<temp_comp>,<use_calibration>,<data_format>,<baud_code>`` (data_format 0 binary, 1 CSV)."""
+    if baud not in BAUD_CODES:
+        raise InvalidArgumentError(f"baud must be one of {sorted(BAUD_CODES)}, got {baud!r}")
+    t, c, d = (
+        _flag("temp_comp", temp_comp),
+        _flag("use_calibration", use_calibration),
+        _flag("data_format", data_format),
+    )
+    return _bounded(f"c,{t},{c},{d},{BAUD_CODES[baud]}")
+
+
+def cmd_filter(sinc_length: int, chop: int = 0, fast: int = 0, fir_disable: int = 1) -> str:
+    """``f,<sinc_length>,<chop_enable>,<fast_enable>,<fir_disable>``: filter and output rate."""
+    s = check_sinc(sinc_length)
+    flags = _flag("chop", chop), _flag("fast", fast), _flag("fir_disable", fir_disable)
+    return _bounded(f"f,{s},{flags[0]},{flags[1]},{flags[2]}")
+
+
+def cmd_offsets(offsets) -> str:
+    """``b,<fx>,<fy>,<fz>,<mx>,<my>,<mz>`` with values ``%6.3f`` (N, N m)."""
+    return _bounded("b," + ",".join(f"{v:6.3f}" for v in _six("offsets", offsets)))
+
+
+def cmd_calibration_row(row: int, values) -> str:
+    """``m<row>,<six values %9.6f>``: one row (0..5) of the 6x6 calibration matrix."""
+    if not isinstance(row, (int, np.integer)) or not 0 <= row <= 5:
+        raise InvalidArgumentError(f"calibration row must be 0..5, got {row!r}")
+    return _bounded(f"m{row}," + ",".join(f"{v:9.6f}" for v in _six("calibration row", values)))
+
+
+def ack(command_char: str, code: int = 0, digit: int = 0) -> str:
+    """The acknowledgement text ``r,<digit>,<command char>,<code>`` (code 0 is success)."""
+    if len(command_char) != 1 or not 0 <= digit <= 9 or code < 0:
+        raise InvalidArgumentError(
+            f"ack needs one command character, a digit and a code >= 0, got "
+            f"{command_char!r}, {digit}, {code}"
+        )
+    return f"r,{digit},{command_char},{code}"
+
+
+def find_ack(received: bytes, command_char: str) -> tuple[int, int] | None:
+    """Search ``received`` for ``r,<digit>,<command_char>,<code>``.
+
+    Returns ``(code, end_index)`` of the first match (the byte index just after the code), or
+    ``None``. CR/LF are not required and binary frames may surround the reply.
+    """
+    m = re.search(rb"r,\d," + re.escape(command_char.encode()) + rb",(\d+)", received)
+    if m is None:
+        return None
+    return int(m.group(1)), m.end()
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """Answer to ``p?``: ``p,0,<f1>,<f2>,<f3>,<f4>,...``."""
+
+    serial_number: str  # "SN000" + f1
+    product_name: str  # f4
+    fields: tuple[str, ...]
+
+
+def format_metadata(fields: tuple[str, ...]) -> str:
+    if len(fields) < 4 or any("," in f or "\n" in f for f in fields):
+        raise InvalidArgumentError(f"metadata needs >= 4 fields without commas, got {fields!r}")
+    return "p,0," + ",".join(fields)
+
+
+def parse_metadata(received: bytes) -> Metadata | None:
+    """Find a ``p,0,...`` line in ``received``; ``None`` if there is none with >= 4 fields."""
+    for line in received.replace(b"\r", b"\n").split(b"\n"):
+        text = line.decode("ascii", errors="replace").strip()
+        idx = text.find("p,0,")
+        if idx < 0:
+            continue
+        fields = tuple(text[idx + 4 :].split(","))
+        if len(fields) >= 4:
+            return Metadata("SN000" + fields[0], fields[3], fields)
+    return None
+
+
+@dataclass(frozen=True)
+class ParsedCommand:
+    """A configuration command as the device reads it. ``args`` are the comma-separated values."""
+
+    char: str
+    row: int | None
+    args: tuple[str, ...]
+
+
+def parse_command(line: str) -> ParsedCommand:
+    """Split one command line (without terminator) as the device does; ``ProtocolError`` if empty
+    or too long. Value checks are the device's business (the emulator answers with a code)."""
+    text = line.strip()
+    if not text or len(text) > MAX_COMMAND_LENGTH:
+        raise ProtocolError(f"a command is 1..{MAX_COMMAND_LENGTH} characters, got {line!r}")
+    head, *rest = text.split(",")
+    char = head[0]
+    row = None
+    if char == Cmd.CALIBRATION_ROW:
+        if not head[1:].isdigit():
+            raise ProtocolError(f"calibration command needs a row number, got {line!r}")
+        row = int(head[1:])
+    elif char == Cmd.METADATA:
+        rest = [head[1:], *rest] if head[1:] else rest
+    elif len(head) != 1:
+        raise ProtocolError(f"unknown command {line!r}")
+    return ParsedCommand(char, row, tuple(r.strip() for r in rest))
