@@ -96,8 +96,25 @@ def _add_info(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_info)
 
 
+def run_emulate(args: argparse.Namespace) -> int:
+    """``twin emulate``: the serial device emulators (``hardware.emulator.cli``), imported lazily."""
+    from hardware.emulator.cli import main as emulate_main
+
+    return int(emulate_main(args.emulator_args) or 0)
+
+
+def _add_emulate(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "emulate",
+        add_help=False,
+        help="start the serial device emulators on pseudo-terminals and print their ports "
+        "(twin emulate --help for options)",
+    )
+    parser.set_defaults(func=run_emulate, emulator_args=[])
+
+
 #: Every subcommand's parser builder, in the order ``twin --help`` lists them.
-_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_info]
+_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_info, _add_emulate]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``twin`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["emulate"]:  # every option after it belongs to the emulator's own parser
+        return run_emulate(argparse.Namespace(emulator_args=argv[1:]))
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 
