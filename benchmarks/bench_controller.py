@@ -1,11 +1,23 @@
 """ONNX controller latency: ``update()`` of a 2x256 MLP policy against a bare ``session.run``.
 
-Anchor (same model, same run): ``InferenceSession.run`` with a prebuilt feed dict. Measured:
-``OnnxRLController.update`` on the sim backend's state (``sim.PyBulletRobot``; the in-memory
-test robot if PyBullet is missing), every call a full cycle (robot.read, inputs, inference,
-NaN check, outputs, one robot.write); the robot I/O inside it is also timed alone. Then the
-async worker under a deliberately slow model (inference longer than the period): overruns
-counted over a real-time run. Targets: median update <= 2x the bare run, p99 < 100 us.
+Anchor (same model, same session, same run): ``InferenceSession.run(output_names, feed)`` with
+a feed dict of numpy arrays built once, called back to back: the plain onnxruntime call a user
+would write, with no IO binding. (The controller's own inference, ``OnnxRuntime.evaluate``,
+runs the same session through an IO binding on preallocated buffers; it is timed alone too.)
+Measured: ``OnnxRLController.update`` on the sim backend's state (``sim.PyBulletRobot``; the
+in-memory test robot if PyBullet is missing), every call a full cycle: robot.read, inputs,
+inference, NaN check, outputs, one robot.write (which validates the command). The two are
+measured in interleaved blocks so that both see the same machine load. Targets: median update
+<= 2x the bare run, update p99 < 100 us; the bare run's own p99 is printed beside it, since
+on a shared machine preemption sets both tails.
+
+Then: where an update's time goes, from a second (instrumented) pass that times robot.read,
+robot.write and the inference inside each cycle, beside the same calls timed alone (back to
+back, caches warm); ``update()`` with policies that also read the TCP pose and twist (forward
+kinematics and Jacobian every cycle); and the async worker under a deliberately slow model
+(inference longer than the period): overruns counted over a real-time run.
+
+    python -m benchmarks.bench_controller [--quick] [--seed N]
 """
 
 from __future__ import annotations
@@ -28,6 +40,14 @@ HIDDEN = 256
 BLOCKS = 10  # measurements interleave in this many blocks
 SLOW_HIDDEN = 2048  # the deliberately slow model: 3 x 2048 hidden layers
 SLOW_RATE_HZ = 1000.0  # a 1 ms period, shorter than the slow model's inference
+US = 1e6
+#: Extra inputs of the body-reading policies: TCP position and twist, then also orientation.
+TCP_TWIST = (
+    TensorSpec("obj.arm.tcp.pos_b_rt_w_in_w", 3),
+    TensorSpec("obj.arm.tcp.lin_vel_b_rt_w_in_b", 3),
+    TensorSpec("obj.arm.tcp.ang_vel_b_rt_w_in_b", 3),
+)
+TCP_ORIENTATION = (TensorSpec("obj.arm.tcp.w_Q_b", 4),)
 
 
 def open_robot():
@@ -44,9 +64,16 @@ def open_robot():
 
 
 def export_policy(
-    path: pathlib.Path, joints: tuple[str, ...], hidden: int, layers: int, rate_hz: float, rng
+    path: pathlib.Path,
+    joints: tuple[str, ...],
+    hidden: int,
+    layers: int,
+    rate_hz: float,
+    rng,
+    extra_inputs: tuple[TensorSpec, ...] = (),
 ) -> pathlib.Path:
-    """An ELU MLP: joint pos/vel, a joint goal and the last action (memory) -> joint targets."""
+    """An ELU MLP: joint pos/vel, a joint goal, the last action (memory), the step count and
+    ``extra_inputs`` -> joint targets and the next memory."""
     n = len(joints)
     inputs = [
         TensorSpec("obj.arm.joints.pos", n),
@@ -54,6 +81,7 @@ def export_policy(
         TensorSpec("cmd.joint_pos.goal", n),
         TensorSpec("memory.last_action.in", n),
         TensorSpec("ctx.step_count", 1, "int32"),
+        *extra_inputs,
     ]
     sizes = [sum(s.size for s in inputs), *([hidden] * layers), 2 * n]
     weights = [
@@ -88,17 +116,83 @@ def controller_for(robot, path, mode=WorkerMode.SYNC) -> OnnxRLController:
     return controller
 
 
-def latency(controller, robot, repeats: int) -> np.ndarray:
-    """Wall time of ``update`` calls that each run a full cycle (the clock advances one period)."""
+def bare_run(session, q: np.ndarray):
+    """The anchor: ``session.run`` of every output on a feed dict built once (zeros, and the
+    measured joint positions ``q``), as a plain onnxruntime user would call it."""
+    feed = {
+        i.name: np.zeros(
+            [d if isinstance(d, int) else 1 for d in i.shape],
+            np.int32 if "int32" in i.type else np.float32,
+        )
+        for i in session.get_inputs()
+    }
+    feed["obj.arm.joints.pos"][:] = q
+    names = [o.name for o in session.get_outputs()]
+    return lambda: session.run(names, feed)
+
+
+def cycler(controller, robot):
+    """A call that runs one full ``update`` cycle: the clock advances one period per call.
+
+    Resets the controller first (the next update fires at once); ``check()`` afterwards
+    confirms from the step count that every call ran a cycle (none was a skipped tick)."""
+    controller.reset()
     period_us = controller.worker.period_ms * 1000
-    clock = {"t": controller._t_us or robot.read().t_us}
+    state = {"t": robot.read().t_us, "calls": 0}
 
     def one_cycle():
-        clock["t"] += period_us
-        if not controller.update(clock["t"]):
+        state["t"] += period_us
+        state["calls"] += 1
+        if not controller.update(state["t"]):
             raise SystemExit(f"update failed: {controller.fault}")
 
-    return time_calls(one_cycle, repeats, warmup=200)
+    def check():
+        ran = int(controller.runtime.input_buffer("ctx.step_count", np.int32)[0])
+        if ran != state["calls"]:
+            raise SystemExit(f"only {ran} of {state['calls']} update calls ran a cycle")
+
+    one_cycle.check = check
+    return one_cycle
+
+
+def in_cycle_parts(controller, robot, repeats: int) -> dict[str, np.ndarray]:
+    """Per cycle (s): the update, and inside it robot.read, robot.write and the inference.
+
+    robot.read/write are wrapped by timers for this pass only (the wrappers' own cost, well
+    under a microsecond per call, lands in the controller's share)."""
+    clock = time.perf_counter
+    spent = {"read": 0.0, "write": 0.0}
+    read, write = robot.read, robot.write
+
+    def timed_read():
+        t0 = clock()
+        try:
+            return read()
+        finally:
+            spent["read"] = clock() - t0
+
+    def timed_write(command):
+        t0 = clock()
+        try:
+            return write(command)
+        finally:
+            spent["write"] = clock() - t0
+
+    cycle = cycler(controller, robot)
+    out = np.empty((repeats, 4))
+    robot.read, robot.write = timed_read, timed_write
+    try:
+        for _ in range(200):
+            cycle()
+        for i in range(repeats):
+            t0 = clock()
+            cycle()
+            total = clock() - t0
+            out[i] = (total, controller.inference_duration_s[0], spent["read"], spent["write"])
+    finally:
+        del robot.read, robot.write  # back to the class's methods
+    cycle.check()
+    return {"update": out[:, 0], "inference": out[:, 1], "read": out[:, 2], "write": out[:, 3]}
 
 
 def async_overruns(robot, path, duration_s: float) -> dict[str, float]:
@@ -125,6 +219,23 @@ def async_overruns(robot, path, duration_s: float) -> dict[str, float]:
     }
 
 
+def interleaved(measures: dict, repeats: int) -> dict[str, np.ndarray]:
+    """Each measure ``repeats`` times, in ``BLOCKS`` rounds so all see the same load."""
+    samples = {k: [] for k in measures}
+    for _ in range(BLOCKS):
+        for key, fn in measures.items():
+            samples[key].append(time_calls(fn, repeats // BLOCKS, warmup=50))
+    return {k: np.concatenate(v) for k, v in samples.items()}
+
+
+def med(x: np.ndarray) -> float:
+    return float(np.median(x) * US)
+
+
+def p99(x: np.ndarray) -> float:
+    return float(np.percentile(x, 99) * US)
+
+
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     logging.getLogger("twin.control").setLevel(logging.ERROR)  # overruns are expected below
@@ -136,64 +247,78 @@ def main() -> None:
         tmp = pathlib.Path(tmp)
         path = export_policy(tmp / "mlp.onnx", joints, HIDDEN, 2, 250.0, rng)
         controller = controller_for(robot, path)
-
-        # Anchor: the bare session.run on the same model, with a prebuilt feed dict.
-        session = controller.runtime.session
-        feed = {
-            i.name: np.zeros(
-                [d if isinstance(d, int) else 1 for d in i.shape],
-                np.int32 if "int32" in i.type else np.float32,
-            )
-            for i in session.get_inputs()
-        }
-        feed["obj.arm.joints.pos"][:] = robot.read().q
-        names = [o.name for o in session.get_outputs()]
-        cmd = JointCommand(q_des=robot.read().q, kp=np.full(6, 100.0), kd=np.full(6, 5.0))
-        measures = {
-            "bare": lambda n: time_calls(lambda: session.run(names, feed), n, warmup=50),
-            "update": lambda n: latency(controller, robot, n),
-            "evaluate": lambda n: time_calls(controller.runtime.evaluate, n, warmup=50),
-            "read": lambda n: time_calls(robot.read, n, warmup=50),
-            "write": lambda n: time_calls(lambda: robot.write(cmd), n, warmup=50),
-        }
-        # Interleaved blocks, so that every measure sees the same (shared) machine load.
-        samples = {k: [] for k in measures}
-        for _ in range(BLOCKS):
-            for key, measure in measures.items():
-                samples[key].append(measure(repeats // BLOCKS))
-        bare, update, evaluate, read, write = (np.concatenate(samples[k]) for k in measures)
+        q = robot.read().q
+        cmd = JointCommand(q_des=q, kp=np.full(6, 100.0), kd=np.full(6, 5.0))
+        cycle = cycler(controller, robot)
+        t = interleaved(
+            {
+                "bare": bare_run(controller.runtime.session, q),
+                "update": cycle,
+                "evaluate": controller.runtime.evaluate,
+                "read": robot.read,
+                "write": lambda: robot.write(cmd),
+            },
+            repeats,
+        )
+        cycle.check()
+        parts = in_cycle_parts(controller, robot, repeats // 2)
         controller.close()
+
+        body = {}
+        for label, extra in (
+            ("TCP position + twist", TCP_TWIST),
+            ("TCP position + twist + orientation", TCP_TWIST + TCP_ORIENTATION),
+        ):
+            p = export_policy(tmp / "body.onnx", joints, HIDDEN, 2, 250.0, rng, extra)
+            c = controller_for(robot, p)
+            cycle = cycler(c, robot)
+            body[label] = interleaved(
+                {"bare": bare_run(c.runtime.session, q), "update": cycle}, repeats // 4
+            )
+            cycle.check()
+            c.close()
 
         slow_path = export_policy(tmp / "slow.onnx", joints, SLOW_HIDDEN, 3, SLOW_RATE_HZ, rng)
         overrun = async_overruns(robot, slow_path, 1.0 if args.quick else 3.0)
 
-    us = 1e6
-    rows = [
-        ("bare session.run (anchor)", np.median(bare) * us, np.percentile(bare, 99) * us),
-        ("controller.update()", np.median(update) * us, np.percentile(update, 99) * us),
-        (
-            "  of which runtime.evaluate()",
-            np.median(evaluate) * us,
-            np.percentile(evaluate, 99) * us,
-        ),
-        ("  of which robot.read()", np.median(read) * us, np.percentile(read, 99) * us),
-        ("  of which robot.write()", np.median(write) * us, np.percentile(write, 99) * us),
-        (
-            "  rest: the controller's own work",
-            (np.median(update) - np.median(evaluate) - np.median(read) - np.median(write)) * us,
-            "-",
-        ),
-    ]
+    bare, update = t["bare"], t["update"]
+    ratio, ratio_p99 = med(update) / med(bare), p99(update) / p99(bare)
     print_table(
-        f"2x{HIDDEN} MLP policy on {backend} ({repeats} calls each)",
+        f"2x{HIDDEN} MLP policy on {backend} ({repeats} calls each, {BLOCKS} interleaved blocks)",
         ["measure", "median us", "p99 us"],
-        rows,
+        [
+            ("bare session.run (anchor)", med(bare), p99(bare)),
+            ("controller.update()", med(update), p99(update)),
+            ("ratio update / bare", f"{ratio:.2f}", f"{ratio_p99:.2f}"),
+        ],
     )
-    ratio = float(np.median(update) / np.median(bare))
-    p99_us = float(np.percentile(update, 99) * us)
     print(
-        f"\nupdate/bare median ratio: {ratio:.2f} (target <= 2)   update p99: {p99_us:.1f} us (target < 100)"
+        f"\nupdate/bare median ratio: {ratio:.2f} (target <= 2)   update p99: {p99(update):.1f} us "
+        f"(target < 100; the bare session.run's own p99 here: {p99(bare):.1f} us)"
     )
+    rest = parts["update"] - parts["inference"] - parts["read"] - parts["write"]
+    print_table(
+        f"where update() spends its time: in the cycle (instrumented pass, {repeats // 2} cycles) "
+        "vs the same call alone, back to back",
+        ["part", "in cycle median us", "alone median us", "alone p99 us"],
+        [
+            ("update() total", med(parts["update"]), "-", "-"),
+            ("  inference (OnnxRuntime.evaluate)", med(parts["inference"]), med(t["evaluate"]), p99(t["evaluate"])),
+            ("  robot.read()", med(parts["read"]), med(t["read"]), p99(t["read"])),
+            ("  robot.write() (validates)", med(parts["write"]), med(t["write"]), p99(t["write"])),
+            ("  the controller's own work (rest)", med(rest), "-", "-"),
+        ],
+    )  # fmt: skip
+    print_table(
+        "update() with policies that read TCP body states (FK + Jacobian every cycle)",
+        ["policy inputs (besides the joint policy's)", "bare median us", "update median us",
+         "ratio", "update p99 us"],
+        [
+            (label, med(b["bare"]), med(b["update"]), med(b["update"]) / med(b["bare"]),
+             p99(b["update"]))
+            for label, b in body.items()
+        ],
+    )  # fmt: skip
     print_table(
         f"async worker, slow model (3x{SLOW_HIDDEN}) at {SLOW_RATE_HZ:.0f} Hz, real time",
         ["ticks", "cycles due", "dispatched", "overruns", "last inference ms"],
@@ -211,10 +336,21 @@ def main() -> None:
         "controller",
         {
             "backend": backend,
-            "bare_median_us": float(np.median(bare) * us),
-            "update_median_us": float(np.median(update) * us),
-            "update_p99_us": p99_us,
+            "bare_median_us": med(bare),
+            "bare_p99_us": p99(bare),
+            "update_median_us": med(update),
+            "update_p99_us": p99(update),
             "ratio_update_to_bare": ratio,
+            "ratio_p99_update_to_bare": ratio_p99,
+            "in_cycle_inference_median_us": med(parts["inference"]),
+            "in_cycle_read_median_us": med(parts["read"]),
+            "in_cycle_write_median_us": med(parts["write"]),
+            "in_cycle_controller_median_us": med(rest),
+            "evaluate_alone_median_us": med(t["evaluate"]),
+            "update_tcp_twist_median_us": med(body["TCP position + twist"]["update"]),
+            "update_tcp_pose_twist_median_us": med(
+                body["TCP position + twist + orientation"]["update"]
+            ),
             "async_overruns": overrun["overruns"],
             "async_cycles_due": overrun["cycles_due"],
             "async_dispatched": overrun["dispatched"],

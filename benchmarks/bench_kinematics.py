@@ -6,9 +6,12 @@ in-limit configurations of the shipped arm):
 * IK: PyBullet ``calculateInverseKinematics`` for the TCP (position + orientation), seeded from
   the home configuration before every call, with its defaults (20 iterations, residual 1e-4)
   and with 100 iterations (residual 1e-12). Only the IK call is timed.
+* One configuration per call (what a control loop or an environment step asks): ``fk`` and
+  ``jacobian`` of a (6,) q (the generated single-configuration code) against the batched
+  tree with N = 1 and against PyBullet (6 resets + ``getLinkState``; ``calculateJacobian``).
 Errors are FK(solution) against the target: position (m) and rotation angle (rad). Rates
 are best-of-rounds (ours per batch, PyBullet per call), rounds interleaved, because the
-machine may be shared.
+machine may be shared; single-configuration figures are the median call of the best round.
 Target: closed-form IK >= 20x PyBullet's default IK rate, errors >= 1e6x smaller.
 
     python benchmarks/bench_kinematics.py [--quick] [--seed N]
@@ -65,6 +68,46 @@ def _pybullet_ik(
     return out, spent
 
 
+def _per_call(fn, configs: np.ndarray) -> float:
+    """Median wall time (s) of ``fn(q)`` over the configurations, one call each."""
+    out = np.empty(len(configs))
+    clock = time.perf_counter
+    for i, q in enumerate(configs):
+        t0 = clock()
+        fn(q)
+        out[i] = clock() - t0
+    return float(np.median(out))
+
+
+def _single_configuration(
+    model: ArmModel, body: int, tcp: int, configs: np.ndarray, rounds: int
+) -> dict[str, float]:
+    """Median seconds per call of one-configuration FK and Jacobian (best of ``rounds``)."""
+    zeros = [0.0] * 6
+
+    def pb_fk(q):
+        for j in range(6):
+            pb.resetJointState(body, j, q[j])
+        pb.getLinkState(body, tcp, computeForwardKinematics=True)
+
+    def pb_jacobian(q):
+        pb.calculateJacobian(body, tcp, [0.0, 0.0, 0.0], q.tolist(), zeros, zeros)
+
+    calls = {
+        "fk": model.fk,
+        "fk_batched_n1": lambda q: model.fk(q[None])[0],
+        "fk_pybullet": pb_fk,
+        "jacobian": model.jacobian,
+        "jacobian_batched_n1": lambda q: model.jacobian(q[None])[0],
+        "jacobian_pybullet": pb_jacobian,
+    }
+    best = dict.fromkeys(calls, np.inf)
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            best[name] = min(best[name], _per_call(fn, configs))
+    return best
+
+
 def _errors(model: ArmModel, q: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, ...]:
     return batch.pose_errors(model.fk(q), targets)
 
@@ -97,6 +140,7 @@ def main() -> None:
                 body, tcp, pose7, model.home_q, maxNumIterations=100, residualThreshold=1e-12
             )
             pb_ik100.append(spent)
+        single = _single_configuration(model, body, tcp, configs[: n // 2], rounds)
     finally:
         pb.disconnect(client)
     fk_rate = n / min(ours_fk)
@@ -125,6 +169,23 @@ def main() -> None:
             ["PyBullet reset + getLinkState", pb_fk_rate, 1.0],
         ],
     )
+    us = 1e6
+    print_table(
+        f"One configuration per call (median us of {n // 2} configurations, best round)",
+        ["method", "us/call", "x batched N=1", "x PyBullet"],
+        [
+            [label, single[key] * us, single[f"{kind}_batched_n1"] / single[key],
+             single[f"{kind}_pybullet"] / single[key]]
+            for label, key, kind in (
+                ("ArmModel.fk(q) (generated code)", "fk", "fk"),
+                ("batched tree, N = 1", "fk_batched_n1", "fk"),
+                ("PyBullet reset x6 + getLinkState", "fk_pybullet", "fk"),
+                ("ArmModel.jacobian(q) (generated code)", "jacobian", "jacobian"),
+                ("batched tree, N = 1", "jacobian_batched_n1", "jacobian"),
+                ("PyBullet calculateJacobian", "jacobian_pybullet", "jacobian"),
+            )
+        ],
+    )  # fmt: skip
     rows = [
         ["ArmModel.ik_all_batch (8 postures)", ik_rate, ours_p, ours_r],
         ["ArmModel.ik_all (one pose per call)", ik_single_rate, ours_p, ours_r],
@@ -171,6 +232,12 @@ def main() -> None:
         "pybullet100_rot_err_median_rad": float(np.median(pb100_r)),
         "error_ratio_pos": float(np.median(pb100_p) / max(ours_p.max(), 1e-300)),
         "error_ratio_rot": float(np.median(pb100_r) / max(ours_r.max(), 1e-300)),
+        "fk_single_us": single["fk"] * us,
+        "fk_single_batched_n1_us": single["fk_batched_n1"] * us,
+        "fk_single_pybullet_us": single["fk_pybullet"] * us,
+        "jacobian_single_us": single["jacobian"] * us,
+        "jacobian_single_batched_n1_us": single["jacobian_batched_n1"] * us,
+        "jacobian_single_pybullet_us": single["jacobian_pybullet"] * us,
     }
     print(
         f"ratios: IK rate {figures['ik_ratio']:.1f}x PyBullet (default), "

@@ -90,6 +90,48 @@ def test_a_refused_write_keeps_the_previous_command(robot, adapter):
     assert not adapter._dirty and np.array_equal(adapter._pending[3], ones)  # staging restored
 
 
+def test_the_command_in_force_is_a_copy_not_the_staging_rows(robot, adapter):
+    # The adapter reuses one JointCommand whose fields view its staging rows; Robot.write must
+    # keep a validated copy, so staging the next cycle leaves the command in force untouched.
+    group = JointGroupInfo("arm", robot.model.joint_names)
+    ones = np.ones(6)
+    adapter.set_joint_targets(group, ones, 0 * ones, 0 * ones, 5 * ones, ones)
+    assert adapter.end_cycle(0)
+    sent = robot.command
+    adapter.set_joint_targets(group, 2 * ones, ones, ones, 7 * ones, 2 * ones)
+    np.testing.assert_array_equal(sent.q_des, ones)
+    np.testing.assert_array_equal(sent.kp, 5 * ones)
+    assert adapter.end_cycle(1) and robot.command is not sent
+    np.testing.assert_array_equal(robot.command.q_des, 2 * ones)
+    np.testing.assert_array_equal(sent.q_des, ones)
+
+
+def test_body_kinematics_are_one_snapshot_per_cycle(robot, adapter):
+    body = BodyInfo("arm", "tcp")
+    adapter.init_body_linear_velocity_b(body)  # registers the twist with the pose
+    first = adapter.body_position_w(body).copy()
+    q0 = robot.q.copy()
+    robot.q = robot.q + 0.05
+    np.testing.assert_array_equal(adapter.body_position_w(body), first)  # same cycle
+    assert adapter.begin_cycle(1)
+    np.testing.assert_allclose(adapter.body_position_w(body), robot.model.fk(robot.q)[:3, 3])
+    twist = robot.model.jacobian(robot.q) @ robot.qd
+    rot = robot.model.fk(robot.q)[:3, :3]
+    np.testing.assert_allclose(rot @ adapter.body_linear_velocity_b(body), twist[:3], atol=1e-12)
+    assert not np.allclose(robot.model.fk(q0)[:3, 3], robot.model.fk(robot.q)[:3, 3])
+
+
+def test_a_non_finite_joint_reading_fails_body_inputs_without_raising(robot, adapter):
+    body = BodyInfo("arm", "tcp")
+    robot.q = robot.q.copy()
+    robot.q[2] = np.nan
+    assert adapter.begin_cycle(1)
+    assert adapter.body_position_w(body) is None
+    assert adapter.body_angular_velocity_b(body) is None
+    assert adapter.imu_orientation_w(ImuInfo("imu")) is None
+    assert "not all finite" in adapter.last_error
+
+
 def test_unknown_names_and_foreign_articulations_fail_init(robot):
     adapter = RobotStateAdapter(robot, articulation="arm")
     with pytest.raises(ComponentInitError, match=r"unknown joint 'elbow'.*'joint_1'"):

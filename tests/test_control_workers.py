@@ -7,8 +7,10 @@ import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from twin.control.workers import AsyncWorker, SyncWorker, WorkerMode, period_ms
+from twin.control.workers import AsyncWorker, SyncWorker, WorkerMode, _lround, period_ms
 
 TIMEOUT_S = 2.0
 
@@ -240,3 +242,29 @@ def test_async_reset_stops_the_thread_and_restarts_cleanly():
 
 def test_worker_mode_values():
     assert WorkerMode("sync") is WorkerMode.SYNC and WorkerMode("async") is WorkerMode.ASYNC
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from([0.7, 3.0, 10.0, 250.0, 400.0, 1000.0, 2000.0 / 3.0, 2500.0, 5000.0]),
+    st.integers(-5_000, 2_000_000),
+)
+def test_the_integer_due_rule_equals_the_reference_rounding(rate_hz, elapsed_us):
+    # The reference fires when lround(elapsed_ms) >= period_ms (elapsed >= 0 here); the worker
+    # compares integers (elapsed_us >= 1000 period - 500). Same decision for every elapsed.
+    worker = SyncWorker(rate_hz)
+    worker._due(0)  # the first call sets the phase reference; then put it at 1 s
+    worker._last_us = 1_000_000
+    reference = elapsed_us >= 0 and _lround(elapsed_us / 1000.0) >= worker.period_ms
+    assert worker._due(1_000_000 + elapsed_us) == reference
+
+
+@pytest.mark.parametrize("rate_hz", [0.7, 3.0, 10.0, 250.0, 400.0, 2000.0 / 3.0, 2500.0, 5000.0])
+def test_the_integer_due_rule_at_the_rounding_boundaries(rate_hz):
+    worker = SyncWorker(rate_hz)
+    worker._due(0)
+    worker._last_us = 1_000_000
+    edge = 1000 * worker.period_ms - 500  # lround((edge - 1) / 1000) < period <= lround(edge)
+    for elapsed_us in (-1, 0, 1, edge - 1, edge, edge + 1, 1000 * worker.period_ms):
+        reference = elapsed_us >= 0 and _lround(elapsed_us / 1000.0) >= worker.period_ms
+        assert worker._due(1_000_000 + elapsed_us) == reference, elapsed_us

@@ -450,6 +450,7 @@ class JointTargetOutput(Output):
         self.members = tuple(m for m in self.MEMBERS if m in members)
         n = len(metadata.names)
         self._bufs = {m: np.zeros(n, dtype=np.float32) for m in self.MEMBERS}
+        self._args = self._write_args()
 
     def bind(self, runtime: OnnxRuntime) -> None:
         n = len(self.metadata.names)
@@ -457,6 +458,12 @@ class JointTargetOutput(Output):
             self._bufs[m] = _output_view(
                 runtime, f"{self.name}.{m}", n, f"joint targets for {n} named joints"
             )
+        self._args = self._write_args()
+
+    def _write_args(self) -> tuple:
+        """``set_joint_targets``'s arguments, resolved once (the buffers are written in place)."""
+        b, md = self._bufs, self.metadata
+        return (self.group, b["pos"], b["vel"], b["effort"], md.stiffness, md.damping)
 
     def init(self, state: RobotStateInterface, command: CommandInterface) -> None:
         for joint in self.group.joints():
@@ -465,15 +472,7 @@ class JointTargetOutput(Output):
     def write(
         self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
     ) -> bool:
-        b = self._bufs
-        return state.set_joint_targets(
-            self.group,
-            b["pos"],
-            b["vel"],
-            b["effort"],
-            self.metadata.stiffness,
-            self.metadata.damping,
-        )
+        return state.set_joint_targets(*self._args)
 
 
 class Se2VelocityOutput(Output):

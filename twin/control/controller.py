@@ -37,6 +37,7 @@ from twin.control.workers import AsyncWorker, SyncWorker, Worker, WorkerMode
 __all__ = ["NullDataCollection", "OnnxRLController"]
 
 logger = logging.getLogger(__name__)
+_clock = time.perf_counter
 
 
 class NullDataCollection(DataCollectionInterface):
@@ -68,6 +69,9 @@ class OnnxRLController:
         self._initialized = False
         self._collect = False
         self._t_us = 0
+        # (component, bound read/write) pairs, resolved once in ``init`` (no per-cycle lookups).
+        self._readers: tuple = ()
+        self._writers: tuple = ()
         #: Wall time (s) of the last inference, (1,) float64 (registered for data collection).
         self.inference_duration_s = np.zeros(1)
         #: Why the last ``create``/``init`` failed (a ``ControlError``), else ``None``.
@@ -142,6 +146,8 @@ class OnnxRLController:
         worker_cls = AsyncWorker if WorkerMode(mode) is WorkerMode.ASYNC else SyncWorker
         self._worker = worker_cls(self._context.update_rate)
         self._worker.set_callbacks(self._read_inputs, self._infer, self._write_outputs)
+        self._readers = tuple((c, c.read) for c in self._context.inputs)
+        self._writers = tuple((c, c.write) for c in self._context.outputs)
         self._initialized = True
         self.reset()
         return True
@@ -205,16 +211,16 @@ class OnnxRLController:
         state, command, rt = self.state, self.command, self.runtime
         if not state.begin_cycle(self._t_us):
             return self._set_fault(f"{type(state).__name__}.begin_cycle failed (no robot state)")
-        for component in self._context.inputs:
-            if not component.read(rt, state, command):
+        for component, read in self._readers:
+            if not read(rt, state, command):
                 return self._set_fault(f"input {component.name!r} has no value this cycle")
         return True
 
     def _infer(self) -> bool:
         rt = self.runtime
-        t0 = time.perf_counter()
+        t0 = _clock()
         ok = rt.evaluate()
-        self.inference_duration_s[0] = time.perf_counter() - t0
+        self.inference_duration_s[0] = _clock() - t0
         if not ok:
             return self._set_fault(rt.last_error or "inference failed")
         if not rt.outputs_finite():
@@ -227,8 +233,8 @@ class OnnxRLController:
 
     def _write_outputs(self) -> bool:
         state, command, rt = self.state, self.command, self.runtime
-        for component in self._context.outputs:
-            if not component.write(rt, state, command):
+        for component, write in self._writers:
+            if not write(rt, state, command):
                 return self._set_fault(f"output {component.name!r} was refused by the robot")
         if not state.end_cycle(self._t_us):
             return self._set_fault(f"{type(state).__name__}.end_cycle failed (command not sent)")

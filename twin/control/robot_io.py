@@ -2,7 +2,9 @@
 
 Written once against the robot interface, so the controller runs unchanged on the sim and the
 hardware backend (and on test robots). Per cycle it takes one ``robot.read()`` snapshot
-(``begin_cycle``) and sends one ``JointCommand`` with ``robot.write`` (``end_cycle``).
+(``begin_cycle``) and sends one ``JointCommand`` with ``robot.write`` (``end_cycle``). The
+command is one object built at construction whose fields are the rows of the staging array
+(``Robot.write`` validates into its own copy, so reusing it costs no per-cycle allocation).
 
 What it serves, for this fixed-base arm:
 
@@ -11,7 +13,9 @@ What it serves, for this fixed-base arm:
   tau_ff=effort, kp=stiffness, kd=damping)`` in the robot's joint order.
 * base: fixed at the world origin (identity pose, zero velocity); world = base frame.
 * bodies: any link of ``robot.model``: pose from ``model.fk(q, link)``, velocities from
-  ``model.jacobian(q, link) @ qd`` rotated into the body frame.
+  ``model.jacobian(q, link) @ qd`` rotated into the body frame, from one evaluation per link
+  and cycle of the model's generated single-configuration code (``model.chain(link)``); a
+  non-finite joint reading makes these inputs unavailable (a failed cycle), not an exception.
 * IMU ``imu`` (the IMU link): angular rate measured (``RobotState.imu``); orientation measured
   when the sample has one, else from forward kinematics; linear velocity from kinematics (an
   IMU does not measure it).
@@ -20,6 +24,7 @@ What it serves, for this fixed-base arm:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -75,12 +80,17 @@ class RobotStateAdapter(RobotStateInterface):
         )
         self._pending = np.zeros((5, n))
         self._last_sent = self._pending.copy()
+        p = self._pending  # the command's fields are views of the staging rows
+        self._command = JointCommand(
+            q_des=p[_Q_DES], qd_des=p[_QD_DES], tau_ff=p[_TAU_FF], kp=p[_KP], kd=p[_KD]
+        )
         self._commanded = np.zeros(n, dtype=bool)
         self._dirty = False
         self._groups: dict[int, tuple[JointGroupInfo, np.ndarray | slice]] = {}
         self._state: RobotState | None = None
         self._cycle = 0
-        self._kin_cache: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
+        self._kin_cache: dict[str, list] = {}  # link -> this cycle's kinematics (_kinematics)
+        self._twist_links: set[str] = set()  # links whose velocities some input reads
         #: The reason of the last refused read or write, else ``None``.
         self.last_error: str | None = None
 
@@ -173,18 +183,13 @@ class RobotStateAdapter(RobotStateInterface):
         if not self._dirty:
             return True
         self._dirty = False
-        p = self._pending
         try:
-            self.robot.write(
-                JointCommand(
-                    q_des=p[_Q_DES], qd_des=p[_QD_DES], tau_ff=p[_TAU_FF], kp=p[_KP], kd=p[_KD]
-                )
-            )
+            self.robot.write(self._command)
         except ValueError as e:  # refused (non-finite, negative gain): previous command kept
             self.last_error = f"robot.write refused the command: {e}"
-            p[:] = self._last_sent
+            self._pending[:] = self._last_sent
             return False
-        self._last_sent[:] = p
+        self._last_sent[:] = self._pending
         return True
 
     # ------------------------------------------------------------------ joints
@@ -273,54 +278,83 @@ class RobotStateAdapter(RobotStateInterface):
     def init_body_position_w(self, info: BodyInfo) -> None:
         self._link(info.articulation_name, info.body_name)
 
-    init_body_orientation_w = init_body_linear_velocity_b = init_body_angular_velocity_b = (
-        init_body_position_w
-    )
+    init_body_orientation_w = init_body_position_w
 
-    def _kinematics(self, kind: str, link: str) -> np.ndarray | None:
-        """``fk`` (4, 4) or ``twist`` (6,) [v; w] base frame of ``link``, cached per cycle."""
-        if self._state is None:
-            return None
-        cached = self._kin_cache.get((kind, link))
-        if cached is not None and cached[0] == self._cycle:
-            return cached[1]
-        q = self._state.q
-        value = (
-            self.model.fk(q, link)
-            if kind == "fk"
-            else self.model.jacobian(q, link) @ self._state.qd
-        )
-        self._kin_cache[(kind, link)] = (self._cycle, value)
-        return value
+    def init_body_linear_velocity_b(self, info: BodyInfo) -> None:
+        self._link(info.articulation_name, info.body_name)
+        self._twist_links.add(info.body_name)
 
-    def _body_frame(self, link: str, part: slice) -> np.ndarray | None:
-        pose, twist = self._kinematics("fk", link), self._kinematics("twist", link)
-        if pose is None:
+    init_body_angular_velocity_b = init_body_linear_velocity_b
+
+    def _kinematics(self, link: str, twist: bool) -> list | None:
+        """This cycle's ``[cycle, base_T_link (4, 4), velocity (2, 3), quaternion (4,)]`` of
+        ``link``: velocity rows ``[linear m/s; angular rad/s]`` in the link frame (``None``
+        until a twist is asked for, computed with the pose for links whose velocities were
+        registered at init), the ``[w, x, y, z]`` orientation ``None`` until asked for.
+
+        One evaluation of the link's generated chain per cycle. ``None`` without a state or
+        when ``q`` is not finite (a failed cycle, reason in ``last_error``)."""
+        state = self._state
+        if state is None:
             return None
-        return pose[:3, :3].T @ twist[part]
+        entry = self._kin_cache.get(link)
+        if entry is not None and entry[0] == self._cycle and (entry[2] is not None or not twist):
+            return entry
+        q = np.asarray(state.q, dtype=float).tolist()
+        if not all(map(math.isfinite, q)):
+            self.last_error = f"kinematics of {link!r}: joint positions {q} are not all finite"
+            return None
+        chain = self.model.chain(link)
+        if twist or link in self._twist_links:
+            pose, jac = chain.pose_jacobian(q)
+            rot_t = pose[:3, :3].T  # base -> link frame
+            velocity = (rot_t @ (jac @ state.qd).reshape(2, 3).T).T
+            entry = [self._cycle, pose, velocity, None]
+        else:
+            entry = [self._cycle, chain.pose(q), None, None]
+        self._kin_cache[link] = entry
+        return entry
+
+    def _pose(self, link: str) -> np.ndarray | None:
+        entry = self._kinematics(link, twist=False)
+        return None if entry is None else entry[1]
+
+    def _velocity(self, link: str, row: int) -> np.ndarray | None:
+        entry = self._kinematics(link, twist=True)
+        return None if entry is None else entry[2][row]
+
+    def _orientation(self, link: str) -> np.ndarray | None:
+        entry = self._kinematics(link, twist=False)
+        if entry is None:
+            return None
+        if entry[3] is None:
+            entry[3] = quaternion.from_matrix(entry[1][:3, :3])
+        return entry[3]
 
     def body_position_w(self, info: BodyInfo) -> np.ndarray | None:
-        pose = self._kinematics("fk", info.body_name)
+        pose = self._pose(info.body_name)
         return None if pose is None else pose[:3, 3]
 
     def body_orientation_w(self, info: BodyInfo) -> np.ndarray | None:
-        pose = self._kinematics("fk", info.body_name)
-        return None if pose is None else quaternion.from_matrix(pose[:3, :3])
+        return self._orientation(info.body_name)
 
     def body_linear_velocity_b(self, info: BodyInfo) -> np.ndarray | None:
-        return self._body_frame(info.body_name, slice(0, 3))
+        return self._velocity(info.body_name, 0)
 
     def body_angular_velocity_b(self, info: BodyInfo) -> np.ndarray | None:
-        return self._body_frame(info.body_name, slice(3, 6))
+        return self._velocity(info.body_name, 1)
 
     # ------------------------------------------------------------------ IMU
     def init_imu_linear_velocity_imu(self, info: ImuInfo) -> None:
+        self._twist_links.add(self._imu_link(info))
+
+    def init_imu_angular_velocity_imu(self, info: ImuInfo) -> None:
         self._imu_link(info)
 
-    init_imu_angular_velocity_imu = init_imu_orientation_w = init_imu_linear_velocity_imu
+    init_imu_orientation_w = init_imu_angular_velocity_imu
 
     def imu_linear_velocity_imu(self, info: ImuInfo) -> np.ndarray | None:
-        return self._body_frame(self.imus[info.imu_name], slice(0, 3))
+        return self._velocity(self.imus[info.imu_name], 0)
 
     def imu_angular_velocity_imu(self, info: ImuInfo) -> np.ndarray | None:
         state = self._state
@@ -332,5 +366,4 @@ class RobotStateAdapter(RobotStateInterface):
         state = self._state
         if state is not None and state.imu is not None and state.imu.orientation is not None:
             return state.imu.orientation
-        pose = self._kinematics("fk", self.imus[info.imu_name])
-        return None if pose is None else quaternion.from_matrix(pose[:3, :3])
+        return self._orientation(self.imus[info.imu_name])

@@ -59,6 +59,9 @@ class Worker(abc.ABC):
     def __init__(self, update_rate_hz: float) -> None:
         self.period_ms = period_ms(update_rate_hz)
         self._period_us = self.period_ms * 1000
+        # For integer elapsed e >= 0, lround(e / 1000) >= P  <=>  e >= 1000 P - 500 (and any
+        # e >= 0 when P is 0): one integer comparison per tick instead of a rounding.
+        self._due_us = max(0, self._period_us - 500)
         self._read: Callback | None = None
         self._work: Callback | None = None
         self._write: Callback | None = None
@@ -78,8 +81,7 @@ class Worker(abc.ABC):
         if self._first:
             self._last_us = t_us - self._period_us
             self._first = False
-        elapsed_us = t_us - self._last_us
-        return elapsed_us >= 0 and _lround(elapsed_us / 1000.0) >= self.period_ms
+        return t_us - self._last_us >= self._due_us
 
     def reset(self) -> None:
         """Back to the initial state: the next ``update`` fires at once."""

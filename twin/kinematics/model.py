@@ -13,6 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from twin.kinematics import analytic_ik, numeric_ik
+from twin.kinematics.chain import LinkChain
 from twin.kinematics.fk import KinematicTree, assemble
 from twin.kinematics.urdf import (
     REVOLUTE_TYPES,
@@ -48,6 +49,7 @@ class ArmModel:
         self.velocity_limits = _frozen([j.velocity for j in joints])
         self.effort_limits = _frozen([j.effort for j in joints])
         self.tree = KinematicTree(robot, self.joint_names)
+        self._chains: dict[str, LinkChain] = {}  # single-configuration code, built on first use
         self.link_names: tuple[str, ...] = self.tree.link_names
         self.tip_link: str = joints[-1].child
         if home_q is None:
@@ -112,12 +114,16 @@ class ArmModel:
 
     # -- forward kinematics and Jacobians -----------------------------------------------------
     def fk(self, q: np.ndarray, link: str = "tcp") -> np.ndarray:
-        """``base_T_link`` (4, 4), or (N, 4, 4) for ``q`` of shape (N, n) rad."""
+        """``base_T_link`` (4, 4), or (N, 4, 4) for ``q`` of shape (N, n) rad.
+
+        One configuration runs the link's generated straight-line code (``chain.LinkChain``,
+        a few microseconds); a batch runs the vectorised tree. They agree to rounding."""
         self._check_link(link)
         q = as_configurations(q, self.n_joints)
-        r, p = self.tree.rotations_translations(np.atleast_2d(q), (link,))[link]
-        out = assemble(r, p)
-        return out[0] if q.ndim == 1 else out
+        if q.ndim == 1:
+            return self.chain(link).pose(q.tolist())
+        r, p = self.tree.rotations_translations(q, (link,))[link]
+        return assemble(r, p)
 
     def fk_all(self, q: np.ndarray) -> dict[str, np.ndarray]:
         """``{link: base_T_link}`` for every link: (4, 4) each, or (N, 4, 4) for (N, n) ``q``."""
@@ -130,11 +136,37 @@ class ArmModel:
 
     def jacobian(self, q: np.ndarray, link: str = "tcp") -> np.ndarray:
         """Geometric Jacobian (6, n), or (N, 6, n): rows ``[v; w]`` of ``link``'s origin in the
-        base frame (m/s and rad/s per rad/s of each joint)."""
+        base frame (m/s and rad/s per rad/s of each joint). One configuration runs the
+        generated code (as ``fk``)."""
         self._check_link(link)
         q = as_configurations(q, self.n_joints)
-        jac = self.tree.jacobian(np.atleast_2d(q), link)
-        return jac[0] if q.ndim == 1 else jac
+        if q.ndim == 1:
+            return self.chain(link).pose_jacobian(q.tolist())[1]
+        return self.tree.jacobian(q, link)
+
+    def fk_jacobian(self, q: np.ndarray, link: str = "tcp") -> tuple[np.ndarray, np.ndarray]:
+        """``(base_T_link (4, 4), jacobian (6, n))`` of one configuration ``q`` (n,) rad, from
+        one evaluation of the link's chain (what a controller reading a body's pose and twist
+        needs each cycle)."""
+        self._check_link(link)
+        q = as_configurations(q, self.n_joints)
+        if q.ndim != 1:
+            raise ValueError(
+                f"fk_jacobian takes one configuration ({self.n_joints},), got {q.shape}; "
+                "use fk and jacobian for batches"
+            )
+        return self.chain(link).pose_jacobian(q.tolist())
+
+    def chain(self, link: str = "tcp") -> LinkChain:
+        """The generated single-configuration FK/Jacobian of ``link`` (built on first use).
+
+        Its ``pose(q)``/``pose_jacobian(q)`` take ``q`` as a list of n finite floats (rad) and
+        skip the input checks: for hot loops that already hold validated values."""
+        chain = self._chains.get(link)
+        if chain is None:
+            self._check_link(link)
+            chain = self._chains[link] = LinkChain(self.tree, link)
+        return chain
 
     # -- inverse kinematics -------------------------------------------------------------------
     def ik_all(

@@ -49,16 +49,16 @@ def solve(
     target_r = pose[:3, :3]
     target_p = pose[:3, 3]
     err_p = err_r = np.inf
+    chain = model.chain(link)  # one configuration per iteration: the generated code
     for it in range(max_iterations + 1):
-        r, p = model.tree.rotations_translations(q[None], (link,))[link]
-        e_p = target_p - p[0]
-        e_r = quat.log(quat.from_matrix(target_r @ r[0].T))
+        pose_now, jac = chain.pose_jacobian(q.tolist())
+        e_p = target_p - pose_now[:3, 3]
+        e_r = quat.log(quat.from_matrix(target_r @ pose_now[:3, :3].T))
         err_p, err_r = float(np.linalg.norm(e_p)), float(np.linalg.norm(e_r))
         if err_p <= position_tol and err_r <= rotation_tol:
             return NumericIkResult(q, err_p, err_r, it)
         if it == max_iterations:
             break
-        jac = model.tree.jacobian(q[None], link)[0]
         e = np.concatenate((e_p, e_r))
         lam2 = damping**2 * min(1.0, float(np.linalg.norm(e)))
         dq = jac.T @ np.linalg.solve(jac @ jac.T + lam2 * np.eye(6), e)
