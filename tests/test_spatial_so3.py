@@ -160,7 +160,16 @@ def test_batched_kernels_agree_with_single_values():
     prod = quaternion.multiply(q, p)
     for i in range(0, 500, 50):
         np.testing.assert_allclose(prod[i], (SO3(q[i]) @ SO3(p[i])).wxyz, atol=1e-15)
-    np.testing.assert_allclose(quaternion.from_matrix(quaternion.to_matrix(q)), q, atol=1e-12)
+    matrices = quaternion.to_matrix(q)
+    np.testing.assert_allclose(quaternion.from_matrix(matrices), q, atol=1e-12)
+    # The single-matrix fast path takes the same branches as the batched kernel.
+    singles = np.array([quaternion.from_matrix(m) for m in matrices])
+    np.testing.assert_allclose(singles, quaternion.from_matrix(matrices), atol=2e-16)
+    half_turns = quaternion.to_matrix(quaternion.exp(np.pi * np.eye(3)))
+    np.testing.assert_array_equal(
+        np.array([quaternion.from_matrix(m) for m in half_turns]),
+        quaternion.from_matrix(half_turns),
+    )
     np.testing.assert_allclose(quaternion.exp(quaternion.log(q)), q, atol=1e-12)
 
 

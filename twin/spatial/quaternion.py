@@ -11,6 +11,8 @@ wrap them for single values, and kinematics, transforms and the planner call the
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 #: Below this rotation angle (rad) the exp/log maps switch to their Taylor series.
@@ -99,6 +101,8 @@ def from_matrix(m: np.ndarray) -> np.ndarray:
     the others from off-diagonal sums, so no branch divides by a small number.
     """
     m = np.asarray(m, dtype=float)
+    if m.shape == (3, 3):
+        return _from_one_matrix(m)
     m00, m01, m02 = m[..., 0, 0], m[..., 0, 1], m[..., 0, 2]
     m10, m11, m12 = m[..., 1, 0], m[..., 1, 1], m[..., 1, 2]
     m20, m21, m22 = m[..., 2, 0], m[..., 2, 1], m[..., 2, 2]
@@ -122,6 +126,31 @@ def from_matrix(m: np.ndarray) -> np.ndarray:
     cand[..., 3, :] = np.stack(((m10 - m01) * inv, (m02 + m20) * inv, (m12 + m21) * inv, big), -1)
     q = np.take_along_axis(cand, pick[..., None, None], axis=-2)[..., 0, :]
     return canonicalize(q)
+
+
+def _from_one_matrix(m: np.ndarray) -> np.ndarray:
+    """``from_matrix`` for one (3, 3) matrix in plain floats (same branches, no array overhead)."""
+    (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = m.tolist()
+    squares = (
+        1.0 + m00 + m11 + m22,
+        1.0 + m00 - m11 - m22,
+        1.0 - m00 + m11 - m22,
+        1.0 - m00 - m11 + m22,
+    )
+    pick = max(range(4), key=squares.__getitem__)
+    big = 0.5 * math.sqrt(max(squares[pick], 0.0))
+    inv = 0.25 / big
+    if pick == 0:
+        q = (big, (m21 - m12) * inv, (m02 - m20) * inv, (m10 - m01) * inv)
+    elif pick == 1:
+        q = ((m21 - m12) * inv, big, (m01 + m10) * inv, (m02 + m20) * inv)
+    elif pick == 2:
+        q = ((m02 - m20) * inv, (m01 + m10) * inv, big, (m12 + m21) * inv)
+    else:
+        q = ((m10 - m01) * inv, (m02 + m20) * inv, (m12 + m21) * inv, big)
+    sign_source = next((c for c in q if c != 0.0), 1.0)  # w, or the first non-zero if w == 0
+    scale = math.copysign(1.0, sign_source) / math.sqrt(sum(c * c for c in q))
+    return np.array([c * scale for c in q])
 
 
 def exp(rotvec: np.ndarray) -> np.ndarray:
