@@ -14,7 +14,7 @@ so a control loop built on them costs no more per call than raw PyBullet.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -78,10 +78,28 @@ class JointInfo:
 
 @dataclass(frozen=True)
 class LinkInertial:
-    """Inertial frame of a link: mass kg, link_T_inertial (7,) (centre of mass and axes)."""
+    """Inertial frame of a link: mass kg, link_T_inertial (7,) (centre of mass and axes);
+    inertia_diagonal (3,) kg m^2, the principal moments about the centre of mass along the
+    inertial frame's axes (PyBullet's local inertia diagonal)."""
 
     mass: float
     link_T_inertial: np.ndarray
+    inertia_diagonal: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+
+@dataclass(frozen=True)
+class FollowIo:
+    """Engine calls of a follower (a twin that mirrors measured joint states), pre-bound like
+    ``ControlIo``; made by ``Engine.follow_io``.
+
+    reset_states(targetValues=[[q], ...], targetVelocities=[[qd], ...]): teleport the bound joints
+        (rad, rad/s), one call for all of them.
+    link_states() -> per bound link PyBullet's link state with velocity (``ControlIo.link_state``
+        layout), forward kinematics and link velocities recomputed from the joint state.
+    """
+
+    reset_states: Callable[..., None]
+    link_states: Callable[[], tuple]
 
 
 def pose_to_pb(pose: Sequence[float]) -> tuple[list[float], list[float]]:
@@ -243,7 +261,11 @@ class Engine:
 
     def link_inertial(self, body: str, link: int) -> LinkInertial:
         d = pb.getDynamicsInfo(self._id(body), link, physicsClientId=self._cid)
-        return LinkInertial(mass=d[0], link_T_inertial=pose_from_pb(d[3], d[4]))
+        return LinkInertial(
+            mass=d[0],
+            link_T_inertial=pose_from_pb(d[3], d[4]),
+            inertia_diagonal=np.array(d[2], dtype=float),
+        )
 
     def set_joint_dynamics(
         self, body: str, joints: Sequence[int], damping: Sequence[float]
@@ -318,6 +340,33 @@ class Engine:
                 computeForwardKinematics=1,
                 physicsClientId=cid,
             ),
+        )
+
+    def follow_io(self, body: str, joints: Sequence[int], links: Sequence[int]) -> FollowIo:
+        """Engine calls of a follower, bound once to ``body`` and this client (``FollowIo``).
+
+        joints: the joints it teleports; links: the links whose states it reads.
+        """
+        b, cid = self._id(body), self._cid
+        return FollowIo(
+            reset_states=partial(pb.resetJointStatesMultiDof, b, list(joints), physicsClientId=cid),
+            link_states=partial(
+                pb.getLinkStates,
+                b,
+                list(links),
+                computeLinkVelocity=1,
+                computeForwardKinematics=1,
+                physicsClientId=cid,
+            ),
+        )
+
+    def apply_external_force(self, body: str, link: int, force: Sequence[float]) -> None:
+        """Push ``link`` with ``force`` (3,) N, world frame, through its centre of mass, during the
+        next physics step only (PyBullet clears external forces after every step)."""
+        b = self._id(body)
+        com = pb.getLinkState(b, link, computeForwardKinematics=1, physicsClientId=self._cid)[0]
+        pb.applyExternalForce(
+            b, link, list(force), list(com), pb.WORLD_FRAME, physicsClientId=self._cid
         )
 
     def step(self) -> None:

@@ -13,6 +13,11 @@ Sensors: ``sim.ft_sensor`` on ``ft_sensor_joint`` and ``sim.imu`` on the ``imu``
 every physics step, with one generator seeded from ``seed`` (no global random state), so the same
 seed and commands give bit-identical states, in one process or across processes.
 
+Following: ``follow(q, qd, t_us)`` teleports the arm to a measured joint state and returns what
+ideal sensors would read there (``sim.follow``); the live twin (``twin.shadow``) drives it.
+``set_external_force`` pushes a link at every physics step (an unmodelled contact for scenarios
+and tests).
+
 Commands: until the first ``write`` the arm holds its initial configuration. Once written, a command
 stays in force until replaced; if none arrives for ``watchdog_s`` the arm holds the position
 measured at that moment (``Health.WATCHDOG``) until the next ``write``. The hold command keeps the
@@ -23,11 +28,13 @@ configuration (PyBullet's inverse dynamics) as ``tau_ff``.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from sim.engine import Engine
+from sim.follow import Follower, FollowPrediction
 from sim.ft_sensor import FtSensorConfig, FtSensorModel, SimFtDevice, reaction_to_sensor
 from sim.imu import ImuConfig, ImuModel
 from sim.scene import add_scene
@@ -167,6 +174,9 @@ class PyBulletRobot(Robot):
         self._t_us = 0
         self._dt_us = self.physics_dt * 1e6
         self._payload: Payload | None = None
+        self._push = None  # () -> None, applies the external force for one physics step
+        self._follower: Follower | None = None
+        self._follow_t_us: int | None = None
 
     @property
     def engine(self) -> Engine:
@@ -207,6 +217,10 @@ class PyBulletRobot(Robot):
         self._watchdog = CommandWatchdog(self._watchdog_s)
         self._cmd = self._hold(self._q, None)
         self._holding = False
+        self._push = None
+        if self._follower is not None:
+            self._follower.restart()
+        self._follow_t_us = None
         return self.read()
 
     def read(self) -> RobotState:
@@ -250,10 +264,12 @@ class PyBulletRobot(Robot):
         )
         imu_dt_us, imu_observe = imu.dt_us, imu.observe
         q, qd, u, n, dt_us = self._q, self._qd, self._tau, self._n, self._dt_us
-        t = self._t_us
+        t, push = self._t_us, self._push
         for _ in range(self._substeps):
             u = joint_torque(cmd, q, qd, effort)
             set_torques(forces=u.tolist())
+            if push is not None:
+                push()
             physics_step()
             n += 1
             t = round(n * dt_us)
@@ -282,6 +298,61 @@ class PyBulletRobot(Robot):
         return replace(hold, tau_ff=gravity, kp=kp, kd=kd).validated(
             self.model.joint_names, self._effort
         )
+
+    # ------------------------------------------------------------------ follower
+    def follow(
+        self,
+        q: np.ndarray,
+        qd: np.ndarray,
+        t_us: int | None = None,
+        *,
+        accel_window_s: float = 0.0,
+    ) -> FollowPrediction:
+        """Mirror a measured joint state and predict what ideal sensors read there (``sim.follow``).
+
+        q: (6,) rad, qd: (6,) rad/s, measured at ``t_us`` (default: one control period after the
+        previous call). The joints are teleported (no physics step; the simulated clock and the
+        sensor models do not advance); accelerations are backward differences against the
+        previous call, or the newest one at least ``accel_window_s`` older. Returns the predicted
+        wrench (sensor frame), IMU reading and the sensor frame's motion. Call ``reset`` before
+        stepping physics again (it re-welds a payload, which does not follow teleports).
+        """
+        self._check_open()
+        q = _joint_vector(q, "q (rad)")
+        qd = _joint_vector(qd, "qd (rad/s)")
+        if t_us is None:
+            period_us = round(self.control_period_s * 1e6)
+            t_us = 0 if self._follow_t_us is None else self._follow_t_us + period_us
+        if not (np.isfinite(accel_window_s) and accel_window_s >= 0.0):
+            raise ValueError(f"accel_window_s must be >= 0 s, got {accel_window_s}")
+        if self._follower is None:
+            eng = self._engine
+            self._follower = Follower(
+                eng,
+                ARM,
+                self._joints,
+                eng.joint_index(ARM, FT_JOINT),
+                self._imu_link,
+                self._tcp_link,
+            )
+        prediction = self._follower.predict(
+            q, qd, int(t_us), self._payload, round(accel_window_s * 1e6)
+        )
+        self._q, self._qd, self._follow_t_us = q, qd, int(t_us)
+        return prediction
+
+    def set_external_force(self, force: np.ndarray | None, link: str = TCP_LINK) -> None:
+        """Push ``link`` with ``force`` (3,) N, world frame, through its centre of mass at every
+        physics step from now on (an unmodelled contact); ``None`` (or ``reset``) removes it."""
+        self._check_open()
+        if force is None:
+            self._push = None
+            return
+        f = np.asarray(force, float)
+        if f.shape != (3,) or not np.all(np.isfinite(f)):
+            raise ValueError(f"external force must be 3 finite numbers (N, world), got {force}")
+        index = self._engine.link_index(ARM, link)
+        self._push = partial(self._engine.apply_external_force, ARM, index, f.tolist())
 
     # ------------------------------------------------------------------ payload
     def attach_payload(self, mass: float, com=(0.0, 0.0, 0.0), radius: float = 0.02) -> None:
@@ -322,6 +393,13 @@ class PyBulletRobot(Robot):
 
     def __enter__(self) -> PyBulletRobot:
         return self
+
+
+def _joint_vector(value, name: str) -> np.ndarray:
+    arr = np.array(value, dtype=float).reshape(-1)
+    if arr.shape != (6,) or not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be 6 finite numbers (one per joint), got {value}")
+    return arr
 
 
 def _per_joint(value, name: str) -> np.ndarray:
