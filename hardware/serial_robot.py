@@ -36,9 +36,9 @@ from hardware.errors import (
     DisconnectedError,
     TransportError,
 )
-from hardware.gravity import gravity_torques
 from hardware.protocols.dynamixel_table import HardwareError
 from hardware.transport import LinkEvent
+from twin.kinematics.gravity import gravity_torques
 from twin.robot import (
     CommandWatchdog,
     FtSensorDevice,

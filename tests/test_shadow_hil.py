@@ -12,8 +12,8 @@ import pytest
 from hardware import ManualClock, SerialRobot
 from hardware.emulator import EmulatorStack, make_sim_source
 from hardware.emulator.testing import emulator_config
-from hardware.gravity import gravity_torques
 from hardware.protocols import witmotion as wit
+from twin.kinematics.gravity import gravity_torques
 from twin.robot import JointCommand
 from twin.shadow import Shadow, ShadowConfig, ShadowFlag
 

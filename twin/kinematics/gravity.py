@@ -1,5 +1,5 @@
-"""Gravity torques of the arm from its URDF inertials (pure numpy, no engine): the ``tau_ff`` of
-the hold command, so the serial backend holds like the sim does."""
+"""Gravity torques of the arm from its URDF inertials (pure numpy, no engine): e.g. the ``tau_ff`` of
+a hold command (the serial backend holds like the sim does) or a trajectory feed-forward."""
 
 from __future__ import annotations
 
