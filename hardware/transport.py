@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import serial
 
@@ -34,6 +35,33 @@ class LinkProtocol:
 
     def connection_lost(self, reason: str, exc: BaseException | None) -> None:
         """The port is gone or was closed; ``reason`` says why."""
+
+
+class LinkedDevice(LinkProtocol):
+    """A driver that owns one ``SerialLink`` (``self.link``): the lifecycle all drivers share."""
+
+    link: SerialLink
+
+    def open(self: _Device) -> _Device:
+        self.link.open()
+        return self
+
+    def close(self) -> None:
+        """Close the port; safe to call twice."""
+        self.link.close()
+
+    def __enter__(self: _Device) -> _Device:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def ready(self) -> bool:
+        return self.link.ready
+
+
+_Device = TypeVar("_Device", bound=LinkedDevice)
 
 
 class LinkState(enum.Enum):

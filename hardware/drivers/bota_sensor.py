@@ -37,7 +37,7 @@ from hardware.errors import (
 )
 from hardware.protocols import bota
 from hardware.protocols.stream import ParserStats
-from hardware.transport import LinkProtocol, LinkState, SerialLink
+from hardware.transport import LinkedDevice, LinkState, SerialLink
 from twin.robot import FtSensorDevice, FtStatus, WrenchSample
 
 _TEXT_LIMIT = 16384
@@ -53,7 +53,7 @@ class FtReading:
     device_t_us: int
 
 
-class BotaSensor(FtSensorDevice, LinkProtocol):
+class BotaSensor(FtSensorDevice, LinkedDevice):
     """The F/T sensor on one port (module doc)."""
 
     def __init__(
@@ -107,23 +107,6 @@ class BotaSensor(FtSensorDevice, LinkProtocol):
         )
 
     # ------------------------------------------------------------------ lifecycle
-    def open(self) -> BotaSensor:
-        self.link.open()
-        return self
-
-    def close(self) -> None:
-        self.link.close()
-
-    def __enter__(self) -> BotaSensor:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def ready(self) -> bool:
-        return self.link.ready
-
     @property
     def sinc_length(self) -> int:
         return self._sinc

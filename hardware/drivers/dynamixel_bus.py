@@ -30,7 +30,7 @@ from hardware.protocols.dynamixel_table import (
     XTable,
 )
 from hardware.protocols.stream import ParserStats
-from hardware.transport import LinkProtocol, LinkState, SerialLink
+from hardware.transport import LinkedDevice, LinkState, SerialLink
 
 INIT_REPLY_TIMEOUT_S = 0.25  # reply timeout during the connection set-up (on_connect)
 _PRESENT = np.dtype([("current", "<i2"), ("velocity", "<i4"), ("position", "<i4")])
@@ -58,7 +58,7 @@ class PresentValues:
     alert: np.ndarray  # (n,) bool: the servo reports a latched hardware error
 
 
-class DynamixelBus(LinkProtocol):
+class DynamixelBus(LinkedDevice):
     """The servo bus on one port. ``open()`` connects and runs ``on_connect(bus)``."""
 
     def __init__(
@@ -85,23 +85,6 @@ class DynamixelBus(LinkProtocol):
         )
 
     # ------------------------------------------------------------------ link
-    def open(self) -> DynamixelBus:
-        self.link.open()
-        return self
-
-    def close(self) -> None:
-        self.link.close()
-
-    def __enter__(self) -> DynamixelBus:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def ready(self) -> bool:
-        return self.link.ready
-
     def _run_init(self, link: SerialLink) -> None:
         self._init_thread = threading.get_ident()
         try:

@@ -26,14 +26,14 @@ from hardware.errors import (
 )
 from hardware.protocols import witmotion as wit
 from hardware.protocols.stream import ParserStats
-from hardware.transport import LinkProtocol, LinkState, SerialLink
+from hardware.transport import LinkedDevice, LinkState, SerialLink
 from twin.robot import ImuSample
 from twin.spatial import quaternion
 
 DEFAULT_CONTENT = (wit.PacketType.ACCEL, wit.PacketType.GYRO, wit.PacketType.QUATERNION)
 
 
-class WitmotionImu(LinkProtocol):
+class WitmotionImu(LinkedDevice):
     """The IMU on one port (module doc). ``content``: the packet types to enable and expect."""
 
     def __init__(
@@ -72,23 +72,6 @@ class WitmotionImu(LinkProtocol):
         self.link = SerialLink(
             name, port, baudrate, self, on_connect=self._startup, reconnect=reconnect
         )
-
-    def open(self) -> WitmotionImu:
-        self.link.open()
-        return self
-
-    def close(self) -> None:
-        self.link.close()
-
-    def __enter__(self) -> WitmotionImu:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def ready(self) -> bool:
-        return self.link.ready
 
     @property
     def parser_stats(self) -> ParserStats:
