@@ -1,0 +1,218 @@
+"""Observation features of the environments, as pure functions of exploy-style inputs.
+
+Every term here is computable by the ONNX controller from the inputs of the exploy convention
+(``specs/onnx-policy-conventions.md``): joint positions and velocities, the TCP body pose
+(``obj.arm.tcp.pos_b_rt_w_in_w``, ``obj.arm.tcp.w_Q_b``) and the commanded pose
+(``cmd.se3_pose.target``). ``policies/export.py`` builds the same functions as ONNX nodes, so a
+policy run by the controller sees exactly what it saw in training (a test checks both agree).
+
+World frame = robot base frame. Quaternions ``[w, x, y, z]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from twin.spatial import quaternion
+
+#: Layout of the Reach observation: (name, size, scale); the observation is ``value * scale``.
+#: Scales bring each term to order one; the pose errors are scaled up so 1 cm reads 0.1.
+REACH_TERMS: tuple[tuple[str, int, float], ...] = (
+    ("joint_pos", 6, 1.0),  # q (6,) rad
+    ("joint_vel", 6, 0.2),  # qd (6,) rad/s
+    ("tcp_pos", 3, 1.0),  # world_p_tcp (3,) m
+    ("tcp_quat", 4, 1.0),  # world_Q_tcp (4,) [w, x, y, z], w >= 0
+    ("target_pos", 3, 1.0),  # world_p_target (3,) m
+    ("target_quat", 4, 1.0),  # world_Q_target (4,) [w, x, y, z], w >= 0
+    ("pos_error_tcp", 3, 10.0),  # tcp_R_world (p_target - p_tcp) (3,) m, TCP frame
+    ("rot_error_tcp", 3, 1.0),  # 2 sign(w) vec(tcp_Q_target) (3,) ~rad, TCP frame
+)
+REACH_OBS_SIZE = sum(size for _, size, _ in REACH_TERMS)
+
+#: Model-based Reach terms (``ReachEnv(model_features=True)``, the default), computed from the
+#: arm model (URDF) here and by forward kinematics inside the exported ONNX graph:
+#:
+#: ``ik_step`` (6,) rad: a damped-least-squares IK step, the joint motion that would remove the
+#: pose error to first order: ``dq = Jw^T (Jw Jw^T + IK_DAMPING I)^-1 ew``, ``Jw = W J(q)``,
+#: ``ew = W [p_target - p_tcp; world_R_tcp rot_error]``, ``W = diag(IK_POSITION_WEIGHT x3, 1 x3)``
+#: (1/m, 1), clipped to +-IK_STEP_CLIP_RAD. The inverse is taken by
+#: ``IK_NEWTON_SCHULZ_ITERATIONS`` Newton-Schulz iterations from ``I / trace``, the same
+#: arithmetic the graph uses (ONNX has no inverse op).
+#:
+#: ``gravity_offset`` (6,) rad: the joint-target offset that holds the arm against gravity under
+#: the PD law, ``tau_hold(q) / kp``, from the masses and centres of mass of the links on the
+#: base-to-TCP chain; scaled by 10 so the typical 0.04 rad reads 0.4.
+IK_STEP_TERM: tuple[str, int, float] = ("ik_step", 6, 1.0)
+GRAVITY_TERM: tuple[str, int, float] = ("gravity_offset", 6, 10.0)
+IK_POSITION_WEIGHT = 5.0
+IK_DAMPING = 0.01
+IK_STEP_CLIP_RAD = 3.0
+IK_NEWTON_SCHULZ_ITERATIONS = 24
+GRAVITY_M_S2 = 9.81
+REACH_MODEL_TERMS = (*REACH_TERMS, IK_STEP_TERM, GRAVITY_TERM)
+REACH_MODEL_OBS_SIZE = sum(size for _, size, _ in REACH_MODEL_TERMS)
+
+
+def reach_layout(model_terms: bool) -> tuple[tuple[str, int, float], ...]:
+    """The Reach observation layout, with or without the model-based terms."""
+    return REACH_MODEL_TERMS if model_terms else REACH_TERMS
+
+
+def tcp_chain(arm) -> list[tuple[object, float, np.ndarray]]:
+    """The edges of ``arm.tree`` from the base to the TCP, each with its link's mass (kg) and
+    centre of mass (3,) m in the link frame: the data of ``gravity_offset`` (and of the graph)."""
+    tree = arm.tree
+    chain = []
+    for edge in tree._paths[tree.index["tcp"]]:
+        inertial = arm.link_inertial(tree.link_names[edge.link])
+        mass = 0.0 if inertial is None else float(inertial.mass)
+        com = np.zeros(3) if inertial is None else np.asarray(inertial.com, float)
+        chain.append((edge, mass, com))
+    return chain
+
+
+def gravity_offset(arm, q: np.ndarray, kp: np.ndarray) -> np.ndarray:
+    """``GRAVITY_TERM`` (6,) rad: ``tau_hold / kp`` at ``q`` (6,) rad for gains ``kp`` (6,).
+
+    ``tau_hold_k = g0 [z_k x (S_k - M_k o_k)]_z`` with ``S_k``, ``M_k`` the first moment and
+    mass of the chain links beyond joint k, ``z_k``, ``o_k`` its axis and origin (base frame).
+    """
+    chain = tcp_chain(arm)
+    frames = arm.tree.rotations_translations(np.atleast_2d(q))
+    names = arm.tree.link_names
+    tau = np.zeros(arm.n_joints)
+    moment, mass = np.zeros(3), 0.0
+    for edge, m, com in reversed(chain):
+        r, p = frames[names[edge.link]]
+        moment = moment + m * (p[0] + r[0] @ com)
+        mass += m
+        if edge.q_index >= 0:
+            z = r[0] @ edge.axis
+            tau[edge.q_index] = GRAVITY_M_S2 * np.cross(z, moment - mass * p[0])[2]
+    return tau / np.asarray(kp, float)
+
+
+#: Extra terms of the Press observation, appended to the Reach layout.
+PRESS_EXTRA_TERMS: tuple[tuple[str, int, float], ...] = (
+    ("wrench", 6, 0.05),  # F/T reading (6,) [fx, fy, fz, tx, ty, tz] N, N m, sensor frame
+    ("target_force", 1, 0.05),  # commanded normal force (1,) N
+    ("force_error", 1, 0.1),  # target force - measured push along the tool axis (1,) N
+)
+PRESS_TERMS = REACH_TERMS + PRESS_EXTRA_TERMS
+PRESS_OBS_SIZE = sum(size for _, size, _ in PRESS_TERMS)
+
+
+def scales(terms: tuple[tuple[str, int, float], ...]) -> np.ndarray:
+    """The per-element scale vector of an observation layout, (n,)."""
+    return np.concatenate([np.full(size, scale) for _, size, scale in terms])
+
+
+def sign_nonnegative(x: np.ndarray) -> np.ndarray:
+    """+1 where ``x >= 0``, -1 elsewhere (the graph uses the same rule)."""
+    return np.where(np.asarray(x) >= 0.0, 1.0, -1.0)
+
+
+def pose_error_tcp(
+    tcp_pos: np.ndarray, tcp_quat: np.ndarray, target_pos: np.ndarray, target_quat: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pose error of the target seen from the TCP.
+
+    tcp_pos, target_pos: (3,) m, world; tcp_quat, target_quat: (4,) [w, x, y, z] world_Q_*.
+    Returns ``pos_error`` (3,) m in the TCP frame and ``rot_error`` (3,) = ``2 sign(w) v`` of
+    ``tcp_Q_target = conj(world_Q_tcp) * world_Q_target``, TCP frame; its norm is
+    ``2 sin(angle / 2)``, close to the angle in rad for small errors (no atan2 needed in ONNX).
+    """
+    qc = np.asarray(tcp_quat, dtype=float) * np.array([1.0, -1.0, -1.0, -1.0])
+    pos_error = quaternion.rotate(qc, np.asarray(target_pos, float) - np.asarray(tcp_pos, float))
+    rel = _hamilton(qc, np.asarray(target_quat, dtype=float))
+    rot_error = 2.0 * sign_nonnegative(rel[..., :1]) * rel[..., 1:]
+    return pos_error, rot_error
+
+
+def _hamilton(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Plain Hamilton product (no renormalisation, so it matches the ONNX nodes)."""
+    w1, x1, y1, z1 = np.moveaxis(a, -1, 0)
+    w2, x2, y2, z2 = np.moveaxis(b, -1, 0)
+    return np.stack(
+        (
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        ),
+        axis=-1,
+    )
+
+
+def ik_weights() -> np.ndarray:
+    """The task-space weights ``W`` (6,) of the IK step: position 1/m, rotation 1."""
+    return np.array([IK_POSITION_WEIGHT] * 3 + [1.0] * 3)
+
+
+def ik_step(
+    jacobian: np.ndarray, tcp_quat: np.ndarray, pos_error_tcp: np.ndarray, rot_error_tcp: np.ndarray
+) -> np.ndarray:
+    """``IK_STEP_TERM`` (6,) rad: the DLS IK step from the TCP Jacobian (6, 6) [v; w] (base
+    frame) and the errors of ``pose_error_tcp`` (TCP frame, rotated back to the world)."""
+    w = ik_weights()
+    e = np.concatenate(
+        (quaternion.rotate(tcp_quat, pos_error_tcp), quaternion.rotate(tcp_quat, rot_error_tcp))
+    )
+    jw = np.asarray(jacobian, float) * w[:, None]
+    a = jw @ jw.T + IK_DAMPING * np.eye(6)
+    x = np.eye(6) / np.trace(a)
+    for _ in range(IK_NEWTON_SCHULZ_ITERATIONS):
+        x = x @ (2.0 * np.eye(6) - a @ x)
+    return np.clip(jw.T @ (x @ (w * e)), -IK_STEP_CLIP_RAD, IK_STEP_CLIP_RAD)
+
+
+def reach_observation(
+    q: np.ndarray,
+    qd: np.ndarray,
+    tcp_pose: np.ndarray,
+    target_pose: np.ndarray,
+    model_terms: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """The Reach observation (REACH_OBS_SIZE,) float32, or (REACH_MODEL_OBS_SIZE,) with
+    ``model_terms``.
+
+    q: (6,) rad; qd: (6,) rad/s; tcp_pose, target_pose: (7,) [px, py, pz, qw, qx, qy, qz] world.
+    Quaternions are sign-fixed to ``w >= 0`` before use. model_terms: ``(jacobian, gravity)``,
+    the TCP Jacobian (6, 6) [v; w] in the base frame at ``q`` and ``gravity_offset(arm, q, kp)``
+    (6,) rad; when given, ``ik_step`` and ``gravity_offset`` are appended.
+    """
+    tcp_pose = np.asarray(tcp_pose, dtype=float)
+    target_pose = np.asarray(target_pose, dtype=float)
+    tcp_quat = tcp_pose[3:] * sign_nonnegative(tcp_pose[3])
+    target_quat = target_pose[3:] * sign_nonnegative(target_pose[3])
+    pos_err, rot_err = pose_error_tcp(tcp_pose[:3], tcp_quat, target_pose[:3], target_quat)
+    raw = np.concatenate(
+        (q, qd, tcp_pose[:3], tcp_quat, target_pose[:3], target_quat, pos_err, rot_err)
+    )
+    if model_terms is not None:
+        jacobian, gravity = model_terms
+        step = ik_step(jacobian, tcp_quat, pos_err, rot_err)
+        raw = np.concatenate((raw, step, np.asarray(gravity, dtype=float)))
+    layout = reach_layout(model_terms is not None)
+    return (raw * scales(layout)).astype(np.float32)
+
+
+def press_observation(
+    q: np.ndarray,
+    qd: np.ndarray,
+    tcp_pose: np.ndarray,
+    target_pose: np.ndarray,
+    wrench: np.ndarray,
+    target_force_n: float,
+) -> np.ndarray:
+    """The Press observation (PRESS_OBS_SIZE,) float32.
+
+    The Reach terms (``target_pose`` is the contact pose on the table), then the F/T reading
+    ``wrench`` (6,) [fx, fy, fz, tx, ty, tz] N, N m in the sensor frame, the target normal force
+    ``target_force_n`` N and the force error ``target - pushed`` N, where ``pushed = -fz``
+    (the tool pressing on the table is pushed back along its own -z axis: the sensor reads -fz).
+    """
+    reach = reach_observation(q, qd, tcp_pose, target_pose).astype(float)
+    wrench = np.asarray(wrench, dtype=float)
+    extra = np.concatenate((wrench, [target_force_n], [target_force_n + wrench[2]]))
+    return np.concatenate((reach, extra * scales(PRESS_EXTRA_TERMS))).astype(np.float32)

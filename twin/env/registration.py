@@ -1,0 +1,30 @@
+"""Gymnasium registration of the twin environments (run on ``import twin``)."""
+
+from __future__ import annotations
+
+from gymnasium.envs.registration import register, registry
+
+#: Episode length of every environment (s of robot time): 4 s, i.e. 100 steps at the 25 Hz
+#: policy rate (``twin.env.core.POLICY_RATE_HZ``; not imported here so that ``import twin``
+#: stays light; a test checks the two agree).
+EPISODE_DURATION_S = 4.0
+MAX_EPISODE_STEPS = 100
+
+#: Every environment id of the project; tests loop over this tuple.
+ENV_IDS = ("twin/Reach-v0", "twin/Press-v0")
+
+_ENTRY_POINTS = {
+    "twin/Reach-v0": "twin.env.envs:ReachEnv",
+    "twin/Press-v0": "twin.env.envs:PressEnv",
+}
+
+
+def register_envs() -> None:
+    """Register ``ENV_IDS`` with Gymnasium (idempotent)."""
+    for env_id in ENV_IDS:
+        if env_id not in registry:
+            register(
+                id=env_id,
+                entry_point=_ENTRY_POINTS[env_id],
+                max_episode_steps=MAX_EPISODE_STEPS,
+            )
