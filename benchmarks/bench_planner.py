@@ -1,0 +1,263 @@
+"""Planner benchmark: success, plan time and collision checks per second on the stored queries.
+
+For each scene (table, shelf, bin with its point cloud, cage) the stored solvable queries
+(``assets/planning/queries_<scene>.json``, made by ``make_planner_queries.py``) are planned with
+``twin.planning.Planner`` and, in the same run, with the baseline: the same RRT-Connect, smoothing
+and goal logic (``twin.planning.search``) over PyBullet's exact queries (one DIRECT client, joint
+resets plus ``getClosestPoints``, segments at 0.05 rad as pybullet-planning does). Every returned
+path of both is re-verified with PyBullet's exact geometry at 1 mm / 0.01 rad; colliding paths are
+counted. Targets: success >= 99 %, zero colliding paths, median <= 50 ms, >= 10x the baseline.
+First, the conservative model is compared with PyBullet's exact check on 100,000 random
+configurations per scene (2,000 with ``--quick``): configurations reported free but colliding
+(must be 0) and the share of free configurations reported blocked.
+
+    python benchmarks/bench_planner.py [--quick] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import emit_json, parse_args, print_table
+from planner_exact import ExactChecker, ExactMotionChecker, verify_path
+
+from twin.planning import (
+    GoalPrioritization,
+    InitialState,
+    PathRequest,
+    Planner,
+    PlannerSettings,
+)
+from twin.planning.scene_obstacles import obstacles_from_scene
+from twin.planning.search import SearchParameters, plan_to_goals
+
+SCENES = ("table", "shelf", "bin", "cage")
+QUERY_DIR = Path(__file__).resolve().parent.parent / "assets" / "planning"
+QUICK_QUERIES = 5
+BASELINE_QUERIES = 30  # per scene in a full run (the baseline is slow); all of them with --quick
+CONSERVATIVE_SAMPLES = 100_000  # random configurations per scene (2,000 with --quick)
+
+
+def load_queries(scene: str) -> list[dict]:
+    data = json.loads((QUERY_DIR / f"queries_{scene}.json").read_text(encoding="utf-8"))
+    return data["queries"]
+
+
+def run_ours(planner: Planner, exact: ExactChecker, queries: list[dict]) -> dict:
+    times, cpu, ok, colliding, checks = [], [], [], 0, 0.0
+    for q in queries:
+        start, goal = np.array(q["start"]), np.array(q["goal"])
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = planner.path(InitialState(start), PathRequest([goal]))
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        checks += result.stats["checks"]
+        ok.append(bool(result))
+        if result:
+            path = np.vstack([start, *[w.configuration for w in result.path()]])
+            colliding += verify_path(exact, path, planner.checker.travel)
+    return {
+        "times": np.array(times),
+        "cpu": np.array(cpu),
+        "ok": np.array(ok),
+        "colliding": colliding,
+        "checks": checks,
+    }
+
+
+def run_baseline(planner: Planner, exact: ExactChecker, queries: list[dict], seed: int) -> dict:
+    settings = planner.settings
+    params = SearchParameters(settings.rrt_step, settings.max_iterations, settings.shortcut_rounds)
+    checker = ExactMotionChecker(exact, planner.model.lower, planner.model.upper)
+    times, cpu, ok, colliding = [], [], [], 0
+    for i, q in enumerate(queries):
+        start, goal = np.array(q["start"]), np.array(q["goal"])
+        t0, c0 = time.perf_counter(), time.process_time()
+        outcome = plan_to_goals(
+            checker,
+            start,
+            goal[None],
+            GoalPrioritization.LIST_ORDER,
+            lambda i=i: np.random.default_rng([seed, i]),
+            params,
+        )
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        ok.append(outcome.error is None)
+        if outcome.error is None:
+            colliding += verify_path(exact, outcome.path, planner.checker.travel)
+    return {
+        "times": np.array(times),
+        "cpu": np.array(cpu),
+        "ok": np.array(ok),
+        "colliding": colliding,
+        "checks": float(checker.checked),
+    }
+
+
+def conservative(scene: str, samples: int, seed: int) -> dict:
+    """The model against PyBullet's exact check on random configurations (in chunks)."""
+    planner = Planner()
+    planner.set_obstacles(obstacles_from_scene(scene))
+    model = planner.model
+    rng = np.random.default_rng([seed, sum(map(ord, scene))])
+    false_free = colliding = blocked_free = 0
+    t_model = t_exact = 0.0
+    with ExactChecker(model.urdf_path, scene) as exact:
+        for start in range(0, samples, 10_000):
+            q = rng.uniform(model.lower, model.upper, size=(min(10_000, samples - start), 6))
+            t0 = time.perf_counter()
+            free = planner.configurations_free(q)
+            t1 = time.perf_counter()
+            col = exact.colliding_many(q)
+            t_exact += time.perf_counter() - t1
+            t_model += t1 - t0
+            false_free += int(np.sum(free & col))
+            colliding += int(col.sum())
+            blocked_free += int(np.sum(~free & ~col))
+    return {
+        "samples": samples,
+        "exact_colliding": colliding,
+        "false_free": false_free,
+        "free_reported_blocked_share": blocked_free / max(1, samples - colliding),
+        "model_checks_per_s": samples / t_model,
+        "exact_checks_per_s": samples / t_exact,
+    }
+
+
+def main() -> None:
+    args = parse_args(__doc__.split("\n")[0])
+    samples = 2_000 if args.quick else CONSERVATIVE_SAMPLES
+    cons_rows, cons = [], {}
+    for scene in SCENES:
+        c = conservative(scene, samples, args.seed)
+        cons[scene] = c
+        cons_rows.append(
+            [
+                scene,
+                c["samples"],
+                c["exact_colliding"],
+                c["false_free"],
+                f"{100 * c['free_reported_blocked_share']:.1f}%",
+                f"{c['model_checks_per_s']:.3g}",
+                f"{c['exact_checks_per_s']:.3g}",
+            ]
+        )
+    print_table(
+        "Conservative model vs PyBullet's exact check (random configurations within the limits)",
+        [
+            "scene",
+            "configs",
+            "exact colliding",
+            "reported free but colliding",
+            "free reported blocked",
+            "model checks/s (batched)",
+            "exact checks/s",
+        ],
+        cons_rows,
+    )
+    rows, figures = [], {}
+    for scene in SCENES:
+        queries = load_queries(scene)
+        if args.quick:
+            queries = queries[:QUICK_QUERIES]
+        planner = Planner(PlannerSettings(seed=args.seed))
+        planner.set_obstacles(obstacles_from_scene(scene))
+        with ExactChecker(planner.model.urdf_path, scene) as exact:
+            ours = run_ours(planner, exact, queries)
+            subset = queries[: QUICK_QUERIES if args.quick else BASELINE_QUERIES]
+            base = run_baseline(planner, exact, subset, args.seed)
+        n_sub = len(subset)
+        ours_sub = np.median(ours["times"][:n_sub])
+        speedup = float(np.median(base["times"]) / ours_sub)
+        speedup_cpu = float(np.median(base["cpu"]) / np.median(ours["cpu"][:n_sub]))
+        ours_rate = ours["checks"] / ours["times"].sum()
+        base_rate = base["checks"] / base["times"].sum()
+        fig = {
+            "queries": len(queries),
+            "success": float(ours["ok"].mean()),
+            "median_ms": 1e3 * float(np.median(ours["times"])),
+            "p95_ms": 1e3 * float(np.percentile(ours["times"], 95)),
+            "checks_per_s": ours_rate,
+            "colliding_paths": int(ours["colliding"]),
+            "baseline_queries": n_sub,
+            "baseline_success": float(base["ok"].mean()),
+            "baseline_median_ms": 1e3 * float(np.median(base["times"])),
+            "baseline_p95_ms": 1e3 * float(np.percentile(base["times"], 95)),
+            "baseline_checks_per_s": base_rate,
+            "baseline_colliding_paths": int(base["colliding"]),
+            "speedup_median": speedup,
+            "speedup_median_cpu": speedup_cpu,
+            "checks_per_s_ratio": ours_rate / base_rate,
+        }
+        figures[scene] = fig
+        rows.append(
+            [
+                scene,
+                len(queries),
+                f"{100 * fig['success']:.1f}%",
+                fig["median_ms"],
+                fig["p95_ms"],
+                f"{ours_rate:.3g}",
+                fig["colliding_paths"],
+                f"{n_sub}: {100 * fig['baseline_success']:.0f}%",
+                fig["baseline_median_ms"],
+                f"{base_rate:.3g}",
+                fig["baseline_colliding_paths"],
+                f"{speedup:.1f}x",
+                f"{speedup_cpu:.1f}x",
+                f"{fig['checks_per_s_ratio']:.0f}x",
+            ]
+        )
+        print(f"{scene}: done", flush=True)
+    print_table(
+        "Planner vs PyBullet-query baseline (same RRT-Connect; times per query, wall clock)",
+        [
+            "scene",
+            "queries",
+            "success",
+            "median ms",
+            "p95 ms",
+            "checks/s",
+            "colliding",
+            "baseline n: success",
+            "base median ms",
+            "base checks/s",
+            "base colliding",
+            "speedup (median)",
+            "speedup (CPU)",
+            "checks/s ratio",
+        ],
+        rows,
+    )
+    all_ok = all(
+        f["success"] >= 0.99
+        and f["colliding_paths"] == 0
+        and f["median_ms"] <= 50.0
+        and f["speedup_median"] >= 10.0
+        for f in figures.values()
+    ) and all(c["false_free"] == 0 for c in cons.values())
+    print(
+        f"\ntargets (>= 99 % success, 0 colliding, median <= 50 ms, >= 10x): {'met' if all_ok else 'NOT met'}"
+    )
+    emit_json(
+        "planner",
+        {
+            "quick": args.quick,
+            "seed": args.seed,
+            "targets_met": all_ok,
+            "planning": figures,
+            "conservative": cons,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

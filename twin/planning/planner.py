@@ -1,0 +1,351 @@
+"""``Planner``: the planner API (after the reference's ``Zivid::Motion::Planner``), first part.
+
+Poses are 4x4 matrices in the cell base frame (the arm's base frame), metres and radians.
+Input errors raise ``PlanningInputError``; planning failures are ``PathResult`` errors.
+
+Conservative model (``checker``, ``margins()``): a configuration that collides is never reported
+free. One whose true geometry keeps more than ``margins()["obstacle_*"]`` from every obstacle and
+more than ``margins()["self_collision"]`` between checked link pairs is always reported free; in
+between it may be reported blocked (the sphere covers' slack, the motion margin and the distance
+field's resolution add up to these figures).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import time
+
+import numpy as np
+
+from twin.planning import _validate as v
+from twin.planning import geometry
+from twin.planning import spheres as sph
+from twin.planning.checker import CollisionChecker
+from twin.planning.errors import PlanningInputError
+from twin.planning.field import _SQRT3_2, DistanceField
+from twin.planning.requests import (
+    InitialState,
+    Movement,
+    PathRequest,
+    PathResult,
+    PathType,
+    Waypoint,
+)
+from twin.planning.robot_model import RobotSpheres
+from twin.planning.search import SearchParameters, plan_to_goals
+from twin.planning.settings import PlannerSettings
+from twin.planning.types import (
+    CarriedObject,
+    Obstacle,
+    ObstacleKind,
+    ReplaceableTool,
+    Tcp,
+    TransformedBox,
+)
+
+TOOL_BODY = "replaceable_tool"
+CARRIED_BODY = "carried_object"
+#: Cell size (m) of the sphere cover of carried meshes.
+CARRIED_MESH_CELL = 0.02
+
+
+class Planner:
+    """Collision-aware joint-space planner for the arm of ``settings.cell_name``.
+
+    ``model``: an ``ArmModel`` to plan for another arm than the shipped one.
+    """
+
+    def __init__(self, settings: PlannerSettings | None = None, *, model=None) -> None:
+        self.settings = settings or PlannerSettings()
+        if model is None:
+            if self.settings.cell_name != "twin_arm":
+                raise PlanningInputError(
+                    f"unknown cell {self.settings.cell_name!r}; expected 'twin_arm' "
+                    "or an explicit model="
+                )
+            from twin.kinematics import ArmModel
+
+            model = ArmModel.default()
+        self.model = model
+        s = self.settings
+        self._robot = RobotSpheres(model, s.max_sphere_radius, s.max_sphere_slack)
+        home = np.asarray(model.home_q, dtype=float)
+        self._flange_T_urdf_tcp = np.linalg.solve(model.fk(home, "flange"), model.fk(home, "tcp"))
+        self._default_tcp = Tcp(self._flange_T_urdf_tcp)
+        self._tcp = self._default_tcp
+        self._anchor_T_flange = self._robot.anchor_T("flange")
+        self._field = self._make_field()
+        self._checker = CollisionChecker(
+            self._robot, self._field, s.motion_margin, model.lower, model.upper
+        )
+        self._obstacles: dict[str, Obstacle] = {}
+        self._patches: dict = {}
+        self._carried: CarriedObject | None = None
+        self._tool: ReplaceableTool | None = None
+
+    def _make_field(self) -> DistanceField:
+        s = self.settings
+        reach = self._robot.reach() + s.motion_margin + s.workspace_padding
+        home = np.asarray(self.model.home_q, dtype=float)
+        o1 = self.model.fk(home, self._robot.anchors[1])[:3, 3]
+        band = s.max_sphere_radius + s.motion_margin + 2.0 * _SQRT3_2 * s.grid_resolution
+        return DistanceField(o1 - reach, o1 + reach, s.grid_resolution, band)
+
+    # --------------------------------------------------------------------------- inputs
+    @property
+    def dof(self) -> int:
+        return len(self.model.joint_names)
+
+    def _configuration(self, q: object, what: str) -> np.ndarray:
+        return v.configuration(q, what, self.dof)
+
+    # ------------------------------------------------------------------------ kinematics
+    def compute_inverse_kinematics(
+        self, pose: object, reference_configuration: object
+    ) -> np.ndarray | None:
+        """Configuration (n,) rad putting the current TCP at ``pose`` (4x4, base frame) with the
+        posture of ``reference_configuration`` (n,) rad; None when there is no such solution."""
+        base_T_tcp = v.pose(pose, "pose")
+        ref = self._configuration(reference_configuration, "reference_configuration")
+        flange_T_tcp = self._tcp.transform
+        base_T_urdf_tcp = base_T_tcp @ np.linalg.solve(flange_T_tcp, self._flange_T_urdf_tcp)
+        q = self.model.ik(base_T_urdf_tcp, ref)
+        return None if q is None else np.asarray(q, dtype=float)
+
+    def tcp_pose(self, configuration: object) -> np.ndarray:
+        """Pose (4x4, base frame) of the current TCP at a configuration (n,) rad."""
+        q = self._configuration(configuration, "configuration")
+        return self.model.fk(q, "flange") @ self._tcp.transform
+
+    # ------------------------------------------------------------------------ obstacles
+    def set_obstacles(self, obstacles: list[Obstacle]) -> None:
+        """Add obstacles (cell base frame); an obstacle replaces the one of the same name.
+        One call for many obstacles rebuilds the distance field once."""
+        obstacles = list(obstacles)
+        names = set()
+        for o in obstacles:
+            if not isinstance(o, Obstacle):
+                raise PlanningInputError(
+                    f"obstacles: expected Obstacle items, got {type(o).__name__}"
+                )
+            if o.name in names:
+                raise PlanningInputError(
+                    f"obstacles: the name {o.name!r} appears twice in one call"
+                )
+            names.add(o.name)
+        for o in obstacles:
+            self._obstacles[o.name] = o
+            self._patches[o.name] = self._field.patch(o)
+        self._rebuild_field()
+
+    def clear_obstacles(self) -> None:
+        """Remove every obstacle."""
+        self._obstacles.clear()
+        self._patches.clear()
+        self._rebuild_field()
+
+    def obstacles(self) -> list[Obstacle]:
+        """The current obstacles, in the order they were first set."""
+        return list(self._obstacles.values())
+
+    def _rebuild_field(self) -> None:
+        self._field.rebuild([p for p in self._patches.values() if p is not None])
+
+    def clip_point_cloud_with_box(self, box: TransformedBox) -> int:
+        """Remove the points inside ``box`` (base frame) from every point-cloud obstacle.
+        Returns the number of points removed."""
+        if not isinstance(box, TransformedBox):
+            raise PlanningInputError(f"box: expected a TransformedBox, got {type(box).__name__}")
+        return self._clip(
+            lambda p: geometry.points_inside_box(box.bottom_centered_transform, box.dimensions, p)
+        )
+
+    def clip_point_cloud_with_mesh(self, transform: object, mesh: object) -> int:
+        """Remove the points inside a closed mesh (triangles (T, 3, 3) m in the frame
+        ``transform`` 4x4 base_T_mesh) from every point-cloud obstacle; returns the count."""
+        pose = v.pose(transform, "mesh transform")
+        tris = v.triangles(mesh, "mesh")
+        if not geometry.is_closed_mesh(tris):
+            raise PlanningInputError(
+                "mesh: the triangles do not form a closed mesh (every edge must be shared by "
+                "exactly two triangles); clipping needs an inside"
+            )
+        world = tris @ pose[:3, :3].T + pose[:3, 3]
+        return self._clip(lambda p: geometry.points_inside_closed_mesh(world, p))
+
+    def _clip(self, inside) -> int:
+        removed = 0
+        for name, o in list(self._obstacles.items()):
+            if o.kind is not ObstacleKind.POINT_CLOUD or not len(o.points):
+                continue
+            mask = inside(o.points)
+            if not np.any(mask):
+                continue
+            removed += int(mask.sum())
+            keep = ~mask
+            colors = None if o.colors is None else v.frozen(o.colors[keep])
+            clipped = Obstacle(
+                name,
+                o.kind,
+                points=v.frozen(o.points[keep]),
+                colors=colors,
+                point_radius=o.point_radius,
+            )
+            self._obstacles[name] = clipped
+            self._patches[name] = self._field.patch(clipped)
+        if removed:
+            self._rebuild_field()
+        return removed
+
+    # -------------------------------------------------------------------- tool and TCP
+    def set_tcp(self, tcp: Tcp) -> None:
+        """Set the tool centre point (``Tcp.transform`` relative to the flange frame)."""
+        if not isinstance(tcp, Tcp):
+            raise PlanningInputError(f"tcp: expected a Tcp, got {type(tcp).__name__}")
+        self._tcp = tcp
+
+    def get_tcp(self) -> Tcp:
+        return self._tcp
+
+    def set_carried_object(self, carried_object: CarriedObject) -> None:
+        """Attach an object given in the current TCP frame to the robot's collision model."""
+        if not isinstance(carried_object, CarriedObject):
+            raise PlanningInputError(
+                f"carried_object: expected a CarriedObject, got {type(carried_object).__name__}"
+            )
+        anchor_T_tcp = self._anchor_T_flange @ self._tcp.transform
+        if carried_object.box is not None:
+            b = carried_object.box
+            spheres = self._cover_box(anchor_T_tcp @ b.bottom_centered_transform, b.dimensions)
+        else:
+            tris = carried_object.triangles_in_tcp()
+            tris = tris @ anchor_T_tcp[:3, :3].T + anchor_T_tcp[:3, 3]
+            spheres = sph.cover_mesh(tris, min(CARRIED_MESH_CELL, self.settings.max_sphere_radius))
+        self._carried = carried_object
+        self._robot.set_attached(CARRIED_BODY, spheres)
+        self._checker.refresh()
+
+    def clear_carried_object(self) -> None:
+        self._carried = None
+        self._robot.set_attached(CARRIED_BODY, None)
+        self._checker.refresh()
+
+    def set_replaceable_tool(self, replaceable_tool: ReplaceableTool) -> None:
+        """Mount a tool of box elements (flange frame); compliant boxes count as rigid here."""
+        if not isinstance(replaceable_tool, ReplaceableTool):
+            raise PlanningInputError(
+                f"replaceable_tool: expected a ReplaceableTool, got {type(replaceable_tool).__name__}"
+            )
+        covers = [
+            self._cover_box(self._anchor_T_flange @ b.bottom_centered_transform, b.dimensions)
+            for b in replaceable_tool.boxes_in_flange()
+        ]
+        self._tool = replaceable_tool
+        self._robot.set_attached(TOOL_BODY, sph.SphereSet.concatenate(covers))
+        self._checker.refresh()
+
+    def clear_replaceable_tool(self) -> None:
+        self._tool = None
+        self._robot.set_attached(TOOL_BODY, None)
+        self._checker.refresh()
+
+    def _cover_box(self, anchor_T_box: np.ndarray, dims: np.ndarray) -> sph.SphereSet:
+        s = self.settings
+        return sph.cover_bottom_box(anchor_T_box, dims, s.max_sphere_radius, s.max_sphere_slack)
+
+    # ------------------------------------------------------------------------ checking
+    @property
+    def checker(self) -> CollisionChecker:
+        """The batched collision checker (configurations (N, n) rad -> free (N,))."""
+        return self._checker
+
+    def configurations_free(self, configurations: object) -> np.ndarray:
+        """True (N,) where configurations (N, n) rad are inside the limits and collision-free."""
+        q = np.atleast_2d(np.asarray(configurations, dtype=float))
+        if q.ndim != 2 or q.shape[1] != self.dof or not np.all(np.isfinite(q)):
+            raise PlanningInputError(
+                f"configurations: expected finite values of shape (N, {self.dof}), got {q.shape}"
+            )
+        return self._checker.free(q)
+
+    def margins(self) -> dict[str, float]:
+        """Distances (m) within which a free configuration may be reported blocked: from
+        primitives, point clouds and meshes, and between self-collision pairs; with their parts
+        (the largest sphere-cover slack, the motion margin, the field's lookup slack)."""
+        h = self.settings.grid_resolution
+        m = self.settings.motion_margin
+        bodies = self._robot.bodies()
+        slack = float(max(b.spheres.slack for b in bodies if b.group > 0))  # moving bodies
+        self_slack = float(max(b.spheres.slack for b in bodies))
+        lookup = float(_SQRT3_2 * h)
+        return {
+            "obstacle_primitive": slack + m + lookup,
+            "obstacle_point_cloud": slack + m + 2 * lookup,
+            "obstacle_mesh": slack + m + 2 * lookup + 0.5 * h,
+            "self_collision": 2 * self_slack + m,
+            "sphere_slack": slack,
+            "motion_margin": m,
+            "field_lookup": lookup,
+        }
+
+    # --------------------------------------------------------------------------- paths
+    def path(self, initial_state: InitialState, request: PathRequest) -> PathResult:
+        """Plan from ``initial_state`` to one of ``request.goal_configurations``."""
+        if not isinstance(initial_state, InitialState):
+            raise PlanningInputError(
+                f"initial_state: expected an InitialState, got {type(initial_state).__name__}"
+            )
+        if not isinstance(request, PathRequest):
+            raise PlanningInputError(
+                f"request: expected a PathRequest, got {type(request).__name__}"
+            )
+        if request.type is not PathType.FREE:
+            raise NotImplementedError("touch motions are not available yet; use type='free'")
+        start = self._configuration(initial_state.configuration, "start configuration")
+        goals = np.array(
+            [
+                self._configuration(g, f"goal configuration {i}")
+                for i, g in enumerate(request.goal_configurations)
+            ]
+        )
+        t0 = time.perf_counter()
+        checks0 = self._checker.checked
+        rng = functools.partial(self._query_rng, start, goals, request)
+        s = self.settings
+        params = SearchParameters(s.rrt_step, s.max_iterations, s.shortcut_rounds)
+        outcome = plan_to_goals(
+            self._checker, start, goals, request.goal_prioritization, rng, params
+        )
+        stats = {
+            "time_s": time.perf_counter() - t0,
+            "checks": float(self._checker.checked - checks0),
+            "iterations": float(outcome.iterations),
+        }
+        if outcome.error is not None:
+            return PathResult(outcome.error, None, self._tcp, (), stats)
+        path = outcome.path
+        waypoints = tuple(Waypoint(q, Movement.JOINT) for q in path[1:])  # type: ignore[index]
+        stats["path_length"] = float(np.sum(np.linalg.norm(np.diff(path, axis=0), axis=1)))
+        return PathResult(None, outcome.goal_index, self._tcp, waypoints, stats)
+
+    def _query_rng(
+        self, start: np.ndarray, goals: np.ndarray, request: PathRequest
+    ) -> np.random.Generator:
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(start.tobytes())
+        digest.update(goals.tobytes())
+        digest.update(request.goal_prioritization.value.encode())
+        words = np.frombuffer(digest.digest(), dtype=np.uint32)
+        return np.random.default_rng([self.settings.seed, *words.tolist()])
+
+    def __repr__(self) -> str:
+        c = self._robot.compiled()
+        names = ", ".join(self._obstacles) or "none"
+        return (
+            f"Planner(cell={self.settings.cell_name!r}, arm={self.model.urdf_path.name!r}, "
+            f"obstacles=[{names}], tcp={self._tcp!r}, "
+            f"carried_object={self._carried!r}, replaceable_tool={self._tool!r}, "
+            f"spheres={len(c.radii)}, self_pairs={len(c.pair_a)}, "
+            f"margin={self.settings.motion_margin} m, seed={self.settings.seed})"
+        )

@@ -1,0 +1,141 @@
+"""RRT-Connect (Kuffner and LaValle, 2000) in joint space over a batched segment checker.
+
+*Extend* moves a tree one step of at most ``step`` rad towards a sample; *connect* grows the other
+tree straight towards the new node and keeps the free prefix of that segment (split into
+``step``-long edges). Here every iteration does this for a few samples at once, so that all their
+edges, and then all connection segments, are each checked in one batched call. The trees swap roles
+every iteration. Randomness comes only from the generator passed in: a query replays exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from twin.planning.checker import CollisionChecker
+
+
+class _Tree:
+    """Nodes (capacity, n) rad with parent indices; node 0 is the root."""
+
+    def __init__(self, root: np.ndarray, capacity: int) -> None:
+        self.nodes = np.empty((capacity, len(root)))
+        self.parent = np.full(capacity, -1, dtype=int)
+        self.nodes[0] = root
+        self.size = 1
+
+    def add(self, q: np.ndarray, parent: int) -> int:
+        if self.size == len(self.nodes):
+            self.nodes = np.concatenate((self.nodes, np.empty_like(self.nodes)))
+            self.parent = np.concatenate((self.parent, np.full(len(self.parent), -1)))
+        self.nodes[self.size] = q
+        self.parent[self.size] = parent
+        self.size += 1
+        return self.size - 1
+
+    def branch(self, i: int) -> list[np.ndarray]:
+        """Configurations from node ``i`` up to the root."""
+        out = []
+        while i >= 0:
+            out.append(self.nodes[i].copy())
+            i = int(self.parent[i])
+        return out
+
+
+@dataclass(frozen=True)
+class RrtResult:
+    """``path``: (K, n) rad from start to goal, or None; ``iterations`` used."""
+
+    path: np.ndarray | None
+    iterations: int
+
+
+def rrt_connect(
+    checker: CollisionChecker,
+    start: np.ndarray,
+    goal: np.ndarray,
+    rng: np.random.Generator,
+    step: float,
+    max_iterations: int,
+    batch: int = 4,
+) -> RrtResult:
+    """Path from ``start`` to ``goal`` (n,) rad (both free), or None within ``max_iterations``.
+
+    Each iteration draws ``batch`` samples: the active tree extends towards all of them (their
+    edges checked in one batch), then the other tree tries to connect to every new node (the
+    free prefixes of those segments checked in one batch); then the trees swap roles.
+    """
+    trees = [_Tree(start, 256), _Tree(goal, 256)]
+    active = 0  # index of the tree that extends
+    lower, upper = checker.lower, checker.upper
+    for it in range(1, max_iterations + 1):
+        a, b = trees[active], trees[1 - active]
+        targets = rng.uniform(lower, upper, size=(batch, len(start)))
+        new_nodes = _extend_many(checker, a, targets, step)
+        if new_nodes:
+            hit = _connect_many(checker, b, a, new_nodes, step)
+            if hit is not None:
+                i_a, i_b = hit
+                i_s, i_g = (i_a, i_b) if active == 0 else (i_b, i_a)
+                path = trees[0].branch(i_s)[::-1] + trees[1].branch(i_g)[1:]
+                return RrtResult(np.array(path), it)
+        active = 1 - active
+    return RrtResult(None, max_iterations)
+
+
+def _nearest_many(tree: _Tree, targets: np.ndarray) -> np.ndarray:
+    nodes = tree.nodes[: tree.size]
+    d = (
+        np.einsum("ij,ij->i", targets, targets)[:, None]
+        - 2.0 * targets @ nodes.T
+        + np.einsum("ij,ij->i", nodes, nodes)[None]
+    )
+    return np.argmin(d, axis=1)
+
+
+def _extend_many(
+    checker: CollisionChecker, tree: _Tree, targets: np.ndarray, step: float
+) -> list[int]:
+    """Extend ``tree`` one step towards each target; indices of the nodes added."""
+    near = _nearest_many(tree, targets)
+    q_near = tree.nodes[near]
+    d = targets - q_near
+    dist = np.linalg.norm(d, axis=1)
+    keep = dist > 1e-9
+    scale = np.where(dist > step, step / np.maximum(dist, 1e-12), 1.0)
+    q_new = q_near + d * scale[:, None]
+    if not np.any(keep):
+        return []
+    ok = np.zeros(len(targets), dtype=bool)
+    ok[keep] = checker.segments_free(q_near[keep], q_new[keep])
+    return [tree.add(q_new[i].copy(), int(near[i])) for i in np.flatnonzero(ok)]
+
+
+def _connect_many(
+    checker: CollisionChecker, tree: _Tree, other: _Tree, new_nodes: list[int], step: float
+) -> tuple[int, int] | None:
+    """Grow ``tree`` straight towards each new node of ``other`` (free prefix, split into
+    ``step``-long edges); (node of ``other``, node of ``tree``) of the first connection."""
+    targets = other.nodes[new_nodes]
+    near = _nearest_many(tree, targets)
+    q_near = tree.nodes[near].copy()
+    t = checker.free_prefixes(q_near, targets)
+    hit = None
+    for i, (frac, j) in enumerate(zip(t, near)):
+        dist = float(np.linalg.norm(targets[i] - q_near[i]))
+        if frac <= 0.0 or dist < 1e-12:
+            continue
+        pieces = max(1, int(np.ceil(frac * dist / step)))
+        parent = int(j)
+        for k in range(1, pieces + 1):
+            last = frac >= 1.0 and k == pieces
+            q = (
+                targets[i].copy()
+                if last
+                else q_near[i] + (frac * k / pieces) * (targets[i] - q_near[i])
+            )
+            parent = tree.add(q, parent)
+        if frac >= 1.0 and hit is None:
+            hit = (new_nodes[i], parent)
+    return hit

@@ -1,0 +1,36 @@
+"""Planner settings: the cell, the profile, the seed and the collision-model and search knobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from twin.planning.requests import Profile, _enum
+
+
+@dataclass(frozen=True)
+class PlannerSettings:
+    """Settings of a ``Planner``.
+
+    cell_name: the cell (``"twin_arm"``: the shipped arm). profile: testing or production.
+    seed: base seed; each ``path`` call derives its generator from it and the query, so the same
+    query on the same planner state replays exactly.
+    grid_resolution m, motion_margin m (sphere inflation; segments are checked so no sphere moves
+    more than twice this between checks), max_sphere_radius m and max_sphere_slack m (sphere
+    covers), workspace_padding m (room for tools and carried objects beyond the arm's reach).
+    rrt_step rad, max_iterations (per goal), shortcut_rounds: search and smoothing.
+    """
+
+    cell_name: str = "twin_arm"
+    profile: Profile = Profile.TESTING
+    seed: int = 0
+    grid_resolution: float = 0.01
+    motion_margin: float = 0.01
+    max_sphere_radius: float = 0.08
+    max_sphere_slack: float = 0.025
+    workspace_padding: float = 0.25
+    rrt_step: float = 0.6
+    max_iterations: int = 3000
+    shortcut_rounds: int = 4
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "profile", _enum(Profile, self.profile, "profile"))
