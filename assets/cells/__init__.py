@@ -1,0 +1,1 @@
+"""Shipped robot cells (layout: ``README.md`` here), read with ``twin.planning.cells``."""

@@ -1,0 +1,1 @@
+"""The shipped cell of the twin arm: ``cell.json`` (see ``../README.md``)."""

@@ -1,0 +1,209 @@
+"""The executed joint-space curve: straight segments joined by parabolic blends.
+
+A path is a polyline of configurations ``P_0 .. P_n`` (n+1, d) rad. At an interior vertex ``P_i``
+with blend distances ``(entry, exit)`` (joint-space L2 norm, rad) the corner is replaced by the
+quadratic Bezier curve ``A -> B`` with control point ``P_i``::
+
+    A = P_i - entry u_in,   B = P_i + exit u_out,   q(tau) = (1-tau)^2 A + 2 tau (1-tau) P_i + tau^2 B
+
+(``u_in``, ``u_out`` the unit directions of the segments into and out of ``P_i``). Run with
+``tau`` linear in time this is the constant-acceleration ("parabolic") blend of LSPB: its velocity
+is continuous with both segments. The curve stays inside the triangle ``A, P_i, B``. A vertex
+without a blend (``entry`` or ``exit`` zero) is a stop: the robot passes it at rest.
+
+This module is the single definition of that curve: ``blend`` verifies it against the collision
+model and ``timing`` time-parameterises exactly it, so what is checked is what is executed.
+
+Collision verification (``curve_samples``): a checked sample stands for every point of the curve
+within half a sample spacing; the spacing is chosen with the checker's own rule for straight
+segments (``checker.steps``: no sphere moves more than twice its inflation between samples), fed
+with the largest per-joint speed of the piece, so the guarantee of ``checker.segments_free`` holds
+for blends too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from twin.planning.errors import PlanningInputError
+
+#: Vertices closer than this (rad, joint-space norm) are merged.
+DUPLICATE_TOLERANCE = 1e-12
+#: Blend distances below this (rad) make the vertex a stop instead.
+MIN_BLEND = 1e-6
+
+
+class MotionChecker(Protocol):
+    """What the curve needs of a collision checker (``checker.CollisionChecker`` fits).
+
+    ``free(q (N, d)) -> (N,) bool``; ``steps(qa (K, d), qb (K, d)) -> (K,) int``: samples needed
+    on each straight segment ``qa -> qb`` so that checking them checks the whole segment.
+    """
+
+    def free(self, q: np.ndarray) -> np.ndarray: ...
+
+    def steps(self, qa: np.ndarray, qb: np.ndarray) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Line:
+    """A straight piece ``start -> start + length u`` (start (d,) rad, u (d,) unit)."""
+
+    start: np.ndarray
+    u: np.ndarray
+    length: float
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.start + self.length * self.u
+
+    def at(self, tau: np.ndarray) -> np.ndarray:
+        """Points (K, d) at parameters tau (K,) in [0, 1]."""
+        return self.start + np.outer(tau * self.length, self.u)
+
+    def max_joint_speed(self) -> np.ndarray:
+        """Per-joint maximum |dq/dtau| (d,) rad."""
+        return np.abs(self.u) * self.length
+
+
+@dataclass(frozen=True)
+class Blend:
+    """A parabolic blend ``a -> b`` with control point ``c`` (each (d,) rad); ``u_in``, ``u_out``
+    the unit directions of the neighbouring segments; ``entry = |c - a|``, ``exit = |b - c|``."""
+
+    a: np.ndarray
+    c: np.ndarray
+    b: np.ndarray
+    u_in: np.ndarray
+    u_out: np.ndarray
+    entry: float
+    exit: float
+
+    def at(self, tau: np.ndarray) -> np.ndarray:
+        """Points (K, d) at parameters tau (K,) in [0, 1]."""
+        t = np.asarray(tau, dtype=float)[:, None]
+        return (1 - t) ** 2 * self.a + 2 * t * (1 - t) * self.c + t**2 * self.b
+
+    def max_joint_speed(self) -> np.ndarray:
+        """Per-joint maximum |dq/dtau| (d,) rad (the derivative is linear in tau)."""
+        return np.maximum(np.abs(2 * (self.c - self.a)), np.abs(2 * (self.b - self.c)))
+
+    def deviation(self) -> float:
+        """Largest joint-space distance (rad) of the blend from the corner ``c``'s polyline: at
+        tau = 1/2, ``|a + b - 2c| / 4``."""
+        return float(np.linalg.norm(self.a + self.b - 2 * self.c) / 4.0)
+
+
+@dataclass(frozen=True)
+class JointCurve:
+    """Pieces in order (``Line`` and ``Blend``), the vertices (n+1, d) rad and, per vertex, the
+    blend distances used ``entry``/``exit`` (n+1,) rad (zero at the ends and at stops)."""
+
+    pieces: tuple[Line | Blend, ...]
+    vertices: np.ndarray
+    entry: np.ndarray
+    exit: np.ndarray
+
+    @property
+    def start(self) -> np.ndarray:
+        return self.vertices[0]
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.vertices[-1]
+
+    def dense(self, step: float) -> np.ndarray:
+        """Points (K, d) along the whole curve, at most ``step`` rad (parameter spacing times the
+        piece's largest speed norm) apart, both ends included."""
+        out = [self.vertices[:1]]
+        for p in self.pieces:
+            span = float(np.linalg.norm(p.max_joint_speed()))
+            k = max(1, int(np.ceil(span / step)))
+            out.append(p.at(np.arange(1, k + 1) / k))
+        return np.concatenate(out)
+
+
+def build_curve(
+    points: object, entry: object | None = None, exit: object | None = None
+) -> JointCurve:
+    """The curve through ``points`` (n+1, d) rad with blends ``entry``/``exit`` (n+1,) rad per
+    vertex (ends ignored; a distance below ``MIN_BLEND`` on either side makes the vertex a stop).
+
+    Repeated vertices are merged (the first one's distances are kept). Raises
+    ``PlanningInputError`` when a segment is too short for the blends at its two ends
+    (``exit_i + entry_{i+1} > |P_{i+1} - P_i|``) or a distance is negative or not finite.
+    """
+    p = np.asarray(points, dtype=float)
+    if p.ndim != 2 or p.shape[0] < 1 or not np.all(np.isfinite(p)):
+        raise PlanningInputError(
+            f"path: expected finite configurations of shape (n+1, d), got {p.shape}"
+        )
+    d_in = _distances(entry, len(p), "entry")
+    d_out = _distances(exit, len(p), "exit")
+    steps = np.linalg.norm(np.diff(p, axis=0), axis=1)
+    keep = np.concatenate(([True], steps > DUPLICATE_TOLERANCE))
+    p, d_in, d_out = p[keep], d_in[keep], d_out[keep]
+    n = len(p)
+    d_in[[0, -1]] = d_out[[0, -1]] = 0.0
+    stop = (d_in < MIN_BLEND) | (d_out < MIN_BLEND)
+    d_in[stop] = d_out[stop] = 0.0
+    if n == 1:
+        return JointCurve((), p, d_in, d_out)
+    seg = np.diff(p, axis=0)
+    lengths = np.linalg.norm(seg, axis=1)
+    dirs = seg / lengths[:, None]
+    over = d_out[:-1] + d_in[1:] - lengths
+    if np.any(over > 1e-12 * np.maximum(1.0, lengths)):
+        i = int(np.argmax(over))
+        raise PlanningInputError(
+            f"blend distances {d_out[i]:.6g} (exit of vertex {i}) + {d_in[i + 1]:.6g} (entry of "
+            f"vertex {i + 1}) exceed the segment length {lengths[i]:.6g} rad; expected at most "
+            "the segment length (the reported radii never exceed half of it)"
+        )
+    pieces: list[Line | Blend] = []
+    for i in range(n - 1):
+        a = p[i] + d_out[i] * dirs[i]
+        length = max(0.0, lengths[i] - d_out[i] - d_in[i + 1])
+        if length > DUPLICATE_TOLERANCE:
+            pieces.append(Line(a, dirs[i], length))
+        if 0 < i + 1 < n - 1 and d_in[i + 1] > 0.0:
+            c = p[i + 1]
+            e, x = float(d_in[i + 1]), float(d_out[i + 1])
+            pieces.append(
+                Blend(c - e * dirs[i], c, c + x * dirs[i + 1], dirs[i], dirs[i + 1], e, x)
+            )
+    return JointCurve(tuple(pieces), p, d_in, d_out)
+
+
+def _distances(values: object | None, n: int, what: str) -> np.ndarray:
+    if values is None:
+        return np.zeros(n)
+    d = np.array(values, dtype=float).reshape(-1)
+    if d.shape != (n,):
+        raise PlanningInputError(
+            f"blend {what}: expected one value per vertex ({n} values), got {d.shape}"
+        )
+    if not np.all(np.isfinite(d)) or np.any(d < 0.0):
+        raise PlanningInputError(f"blend {what}: expected finite distances >= 0 rad, got {d}")
+    return d
+
+
+def piece_samples(piece: Line | Blend, checker: MotionChecker) -> np.ndarray:
+    """Samples (K, d) of one piece (both ends included) whose check checks the piece."""
+    speed = piece.max_joint_speed()
+    steps = int(checker.steps(np.zeros((1, len(speed))), speed[None])[0])
+    return piece.at(np.arange(steps + 1) / steps)
+
+
+def curve_samples(curve: JointCurve, checker: MotionChecker) -> np.ndarray:
+    """Samples (K, d) of the whole curve whose check checks the curve (see the module doc)."""
+    parts = [piece_samples(p, checker) for p in curve.pieces]
+    return np.concatenate(parts) if parts else curve.vertices[:1].copy()
+
+
+def curve_free(curve: JointCurve, checker: MotionChecker) -> bool:
+    """Whether every point of the curve is free according to ``checker``."""
+    return bool(np.all(checker.free(curve_samples(curve, checker))))
