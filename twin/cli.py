@@ -113,8 +113,36 @@ def _add_emulate(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_emulate, emulator_args=[])
 
 
+def run_demo(args: argparse.Namespace) -> int:
+    """``twin demo``: one pass through the product (``twin.demo``); exit 1 if a step failed."""
+    from twin.demo import run_demo as demo
+
+    options = {"config": args.config} if args.backend == "hardware" else {}
+    steps = demo(args.backend, seed=args.seed, **options)
+    failed = [s.name for s in steps if not s.ok]
+    print(
+        f"\ndemo: {len(steps) - len(failed)} of {len(steps)} steps ok"
+        + (f"; failed: {failed}" if failed else "")
+    )
+    return 1 if failed else 0
+
+
+def _add_demo(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "demo", help="plan and execute collision-free motions, tare and read the F/T sensor"
+    )
+    parser.add_argument("--backend", choices=("sim", "hardware"), default="sim")
+    parser.add_argument("--config", default=None, help="hardware TOML (backend hardware)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(func=run_demo)
+
+
 #: Every subcommand's parser builder, in the order ``twin --help`` lists them.
-_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_info, _add_emulate]
+_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_demo,
+    _add_info,
+    _add_emulate,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
