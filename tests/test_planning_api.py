@@ -338,5 +338,7 @@ def test_path_input_errors(clean: Planner):
         InitialState([0, 0, np.nan, 0, 0, 0])
     with pytest.raises(PlanningInputError, match="PathRequest"):
         clean.path(InitialState(Q_OUT), [Q_OUT])
-    with pytest.raises(NotImplementedError, match="touch"):
-        clean.path(InitialState(Q_OUT), PathRequest([Q_OUT], type="touch"))
+    with pytest.raises(PlanningInputError, match="retract_direction"):
+        PathRequest([Q_OUT], type="touch", retract_direction=[0, 0, 0])
+    with pytest.raises(PlanningInputError, match="compression_distance"):
+        PathRequest([Q_OUT], type="touch", max_carried_object_compression_distance=-0.01)

@@ -8,10 +8,24 @@
 
 Poses are 4x4 matrices in the cell base frame; metres and radians. See ``planner`` for the
 conservative collision model and its margins.
+
+API log: wrap a planner to record every call, then export and replay it::
+
+    recording = RecordingPlanner(Planner(PlannerSettings(seed=0)))
+    recording.path(...)                      # same API as the planner, recorded
+    log_path = recording.export_api_log()    # JSON; package_api_log(log_path) bundles it
+    report = replay(log_path)                # truthy when every result is the same
+
+Cells: ``generate``, ``package_cell``, ``install_package``, ``load_cell``. Execution on any
+``Robot``: ``prepare``, ``follow``, ``execute``.
 """
 
+from twin.planning.api_log import RecordingPlanner, package_api_log
+from twin.planning.cells import generate, install_package, load_cell, package_cell
 from twin.planning.errors import PathResultError, PlanningInputError
+from twin.planning.execute import execute, follow, prepare
 from twin.planning.planner import Planner
+from twin.planning.replay import replay
 from twin.planning.requests import (
     BlendRadius,
     GoalPrioritization,
@@ -53,10 +67,20 @@ __all__ = [
     "PlannerSettings",
     "PlanningInputError",
     "Profile",
+    "RecordingPlanner",
     "ReplaceableTool",
     "Tcp",
     "ToolBoxElement",
     "TransformedBox",
     "Waypoint",
+    "execute",
+    "follow",
+    "generate",
+    "install_package",
+    "load_cell",
     "obstacles_from_scene",
+    "package_api_log",
+    "package_cell",
+    "prepare",
+    "replay",
 ]

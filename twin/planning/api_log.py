@@ -123,7 +123,10 @@ def encode(value: Any, results: dict[int, int] | None = None) -> Any:
             return {"__type__": "InitialState", "previous_call": results[id(prev)]}
         if prev is not None:
             return {"__type__": "InitialState", "previous_result": encode_result(prev)}
-        return {"__type__": "InitialState", "configuration": encode(value.configuration)}
+        out = {"__type__": "InitialState", "configuration": encode(value.configuration)}
+        if value.touch:
+            out["touch"] = True
+        return out
     name = type(value).__name__
     if name in _TYPES and dataclasses.is_dataclass(value):
         fields = {
@@ -149,6 +152,8 @@ def decode(value: Any, results: list[Any] | None = None) -> Any:
             return rq.InitialState(results[value["previous_call"]])  # type: ignore[index]
         if "previous_result" in value:
             return rq.InitialState(decode_result(value["previous_result"]))
+        if value.get("touch"):
+            return rq.InitialState.from_touch(decode(value["configuration"]))
         return rq.InitialState(decode(value["configuration"]))
     if kind in _TYPES:
         fields = {k: decode(v, results) for k, v in value.items() if k != "__type__"}
@@ -162,7 +167,9 @@ def decode(value: Any, results: list[Any] | None = None) -> Any:
 def encode_result(result: Any) -> Any:
     """Deterministic summary of a call's result (see the module doc)."""
     if isinstance(result, rq.PathResult):
+        touch = {"ends_in_touch": True} if result.ends_in_touch else {}
         return {
+            **touch,
             "__type__": "PathResult",
             "error": None if result.error is None else result.error.value,
             "selected_goal_idx": result.selected_goal_idx,
@@ -181,7 +188,13 @@ def decode_result(summary: dict) -> rq.PathResult:
         for q, m, b in zip(summary["path"], summary["movements"], summary["blend_radii"])
     )
     error = None if summary["error"] is None else rq.PathError(summary["error"])
-    return rq.PathResult(error, summary["selected_goal_idx"], decode(summary["tcp"]), waypoints)
+    return rq.PathResult(
+        error,
+        summary["selected_goal_idx"],
+        decode(summary["tcp"]),
+        waypoints,
+        ends_in_touch=bool(summary.get("ends_in_touch", False)),
+    )
 
 
 # --------------------------------------------------------------------------------- recorder

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from twin.planning import _validate as v
-from twin.planning import geometry
+from twin.planning import blend, cells, geometry, touch
 from twin.planning import spheres as sph
 from twin.planning.checker import CollisionChecker
 from twin.planning.errors import PlanningInputError
@@ -27,6 +27,7 @@ from twin.planning.field import _SQRT3_2, DistanceField
 from twin.planning.requests import (
     InitialState,
     Movement,
+    PathError,
     PathRequest,
     PathResult,
     PathType,
@@ -45,6 +46,7 @@ from twin.planning.types import (
 )
 
 TOOL_BODY = "replaceable_tool"
+ATTACHMENTS_BODY = "attachments"
 CARRIED_BODY = "carried_object"
 #: Cell size (m) of the sphere cover of carried meshes.
 CARRIED_MESH_CELL = 0.02
@@ -83,6 +85,13 @@ class Planner:
         self._patches: dict = {}
         self._carried: CarriedObject | None = None
         self._tool: ReplaceableTool | None = None
+        self._attachments: tuple[str, ...] = ()
+        try:
+            self._cell: cells.Cell | None = cells.load_cell(s.cell_name)
+        except cells.CellError:
+            if model is None:
+                raise
+            self._cell = None  # an explicit model without a cell: no attachments
 
     def _make_field(self) -> DistanceField:
         s = self.settings
@@ -250,6 +259,31 @@ class Planner:
         self._robot.set_attached(TOOL_BODY, None)
         self._checker.refresh()
 
+    def set_attachments(self, names: list[str]) -> None:
+        """Mount the named attachments of the cell configuration (``cells.load_cell``) on the
+        flange, replacing the previous ones; an empty list removes them. Compliant boxes count
+        as rigid (also during touch motions). Names not defined in the cell raise
+        ``PlanningInputError``."""
+        if self._cell is None:
+            raise PlanningInputError(
+                f"set_attachments: cell {self.settings.cell_name!r} has no configuration; "
+                "expected a planner of a cell with attachments"
+            )
+        elements = self._cell.attachment_elements(names)
+        covers = [
+            self._cover_box(self._anchor_T_flange @ box.bottom_centered_transform, box.dimensions)
+            for e in elements
+            for box in e.boxes_in_flange()
+        ]
+        spheres = sph.SphereSet.concatenate(covers) if covers else None
+        self._robot.set_attached(ATTACHMENTS_BODY, spheres)
+        self._attachments = tuple(dict.fromkeys(names))
+        self._checker.refresh()
+
+    def attachments(self) -> list[str]:
+        """The names of the mounted attachments."""
+        return list(self._attachments)
+
     def _cover_box(self, anchor_T_box: np.ndarray, dims: np.ndarray) -> sph.SphereSet:
         s = self.settings
         return sph.cover_bottom_box(anchor_T_box, dims, s.max_sphere_radius, s.max_sphere_slack)
@@ -300,8 +334,6 @@ class Planner:
             raise PlanningInputError(
                 f"request: expected a PathRequest, got {type(request).__name__}"
             )
-        if request.type is not PathType.FREE:
-            raise NotImplementedError("touch motions are not available yet; use type='free'")
         start = self._configuration(initial_state.configuration, "start configuration")
         goals = np.array(
             [
@@ -309,25 +341,74 @@ class Planner:
                 for i, g in enumerate(request.goal_configurations)
             ]
         )
+        is_touch = request.type is PathType.TOUCH
         t0 = time.perf_counter()
         checks0 = self._checker.checked
-        rng = functools.partial(self._query_rng, start, goals, request)
+        stats: dict[str, float] = {}
+
+        def failed(error: PathError) -> PathResult:
+            stats["time_s"] = time.perf_counter() - t0
+            stats["checks"] = float(self._checker.checked - checks0)
+            return PathResult(error, None, self._tcp, (), stats)
+
+        compliant = None
+        if initial_state.touch or is_touch:
+            c = request.max_carried_object_compression_distance
+            compliant = touch.touch_checker(self, c)
+        touch_kw = {
+            "tool_direction": self._tcp.tool_direction,
+            "flange_T_tcp": self._tcp.transform,
+        }
+        prefix: list[Waypoint] = []
+        plan_start = start
+        if initial_state.touch:
+            r = touch.retract(
+                self.model,
+                start,
+                self._checker,
+                compliant,
+                direction=request.retract_direction,
+                **touch_kw,
+            )
+            if not r:
+                return failed(PathError.BLOCKED_START)
+            plan_start = r.configurations[-1]
+            prefix.append(Waypoint(plan_start, Movement.LINEAR))
+        goal_ids = list(range(len(goals)))
+        targets = goals
+        if is_touch:
+            lower, upper = np.asarray(self.model.lower), np.asarray(self.model.upper)
+            if not np.any(np.all((goals >= lower) & (goals <= upper), axis=1)):
+                return failed(PathError.KINEMATIC_VIOLATION)
+            approaches = [
+                touch.approach(self.model, g, self._checker, compliant, **touch_kw) for g in goals
+            ]
+            goal_ids = [i for i, a in enumerate(approaches) if a]
+            if not goal_ids:
+                return failed(PathError.BLOCKED_END)
+            targets = np.array([approaches[i].configurations[0] for i in goal_ids])
+        rng = functools.partial(self._query_rng, plan_start, targets, request)
         s = self.settings
         params = SearchParameters(s.rrt_step, s.max_iterations, s.shortcut_rounds)
         outcome = plan_to_goals(
-            self._checker, start, goals, request.goal_prioritization, rng, params
+            self._checker, plan_start, targets, request.goal_prioritization, rng, params
         )
-        stats = {
-            "time_s": time.perf_counter() - t0,
-            "checks": float(self._checker.checked - checks0),
-            "iterations": float(outcome.iterations),
-        }
+        stats["iterations"] = float(outcome.iterations)
         if outcome.error is not None:
-            return PathResult(outcome.error, None, self._tcp, (), stats)
-        path = outcome.path
-        waypoints = tuple(Waypoint(q, Movement.JOINT) for q in path[1:])  # type: ignore[index]
+            return failed(outcome.error)
+        goal_index = goal_ids[outcome.goal_index]  # type: ignore[index]
+        waypoints = prefix + [Waypoint(q, Movement.JOINT) for q in outcome.path[1:]]  # type: ignore[index]
+        if is_touch:
+            waypoints.append(Waypoint(goals[goal_index], Movement.LINEAR))
+        if s.compute_blend_radii:
+            waypoints = blend.blend_radii(
+                start, waypoints, self._checker, self.model, self._tcp.transform
+            )
+        path = np.array([start] + [w.configuration for w in waypoints])
+        stats["time_s"] = time.perf_counter() - t0
+        stats["checks"] = float(self._checker.checked - checks0)
         stats["path_length"] = float(np.sum(np.linalg.norm(np.diff(path, axis=0), axis=1)))
-        return PathResult(None, outcome.goal_index, self._tcp, waypoints, stats)
+        return PathResult(None, goal_index, self._tcp, tuple(waypoints), stats, is_touch)
 
     def _query_rng(
         self, start: np.ndarray, goals: np.ndarray, request: PathRequest
@@ -346,6 +427,7 @@ class Planner:
             f"Planner(cell={self.settings.cell_name!r}, arm={self.model.urdf_path.name!r}, "
             f"obstacles=[{names}], tcp={self._tcp!r}, "
             f"carried_object={self._carried!r}, replaceable_tool={self._tool!r}, "
+            f"attachments={list(self._attachments)}, "
             f"spheres={len(c.radii)}, self_pairs={len(c.pair_a)}, "
             f"margin={self.settings.motion_margin} m, seed={self.settings.seed})"
         )

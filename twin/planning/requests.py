@@ -18,7 +18,8 @@ from twin.planning.types import Tcp
 
 
 class PathType(enum.Enum):
-    """Motion type: ``free`` (free space). ``touch`` is planned in the next issue."""
+    """Motion type: ``free`` (free space) or ``touch`` (ends with a linear approach along the
+    TCP's tool direction; contact allowed for compliant boxes and the carried object)."""
 
     FREE = "free"
     TOUCH = "touch"
@@ -95,13 +96,18 @@ class Waypoint:
 @dataclass(frozen=True, eq=False)
 class PathRequest:
     """A path request: ``goal_configurations`` (list of (6,) rad, at least one), the motion
-    ``type``, the ``goal_prioritization`` (default shortest path, as in the reference) and an
-    optional ``description``."""
+    ``type``, the ``goal_prioritization`` (default shortest path, as in the reference), an
+    optional ``description``, ``retract_direction`` (3,) cell base frame (the direction of the
+    retract when the path starts from a touch; None: derived from the geometry around the tool)
+    and ``max_carried_object_compression_distance`` m (how far the carried object may be
+    compressed during touch approaches and retracts; None: 0)."""
 
     goal_configurations: tuple[np.ndarray, ...]
     type: PathType = PathType.FREE
     goal_prioritization: GoalPrioritization = GoalPrioritization.SHORTEST_PATH
     description: str | None = None
+    retract_direction: np.ndarray | None = None
+    max_carried_object_compression_distance: float | None = None
 
     def __post_init__(self) -> None:
         goals = self.goal_configurations
@@ -121,6 +127,20 @@ class PathRequest:
         )
         if self.description is not None and not isinstance(self.description, str):
             raise PlanningInputError(f"description: expected a string, got {self.description!r}")
+        if self.retract_direction is not None:
+            d = v.vector3(self.retract_direction, "retract_direction", nonzero=True)
+            object.__setattr__(self, "retract_direction", d)
+        c = self.max_carried_object_compression_distance
+        if c is not None:
+            if isinstance(c, bool) or not isinstance(c, (int, float, np.floating, np.integer)):
+                raise PlanningInputError(
+                    f"max_carried_object_compression_distance: expected a number (m), got {c!r}"
+                )
+            if not np.isfinite(c) or c < 0.0:
+                raise PlanningInputError(
+                    f"max_carried_object_compression_distance: expected a value >= 0 m, got {c}"
+                )
+            object.__setattr__(self, "max_carried_object_compression_distance", float(c))
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,7 +149,8 @@ class PathResult:
 
     ``error`` is None on success; ``selected_goal_idx`` indexes the request's goals (None on
     failure); ``tcp`` is the TCP at planning time; ``waypoints`` excludes the start and ends at the
-    selected goal; ``stats`` holds diagnostics (collision checks, iterations, time).
+    selected goal; ``stats`` holds diagnostics (collision checks, iterations, time);
+    ``ends_in_touch`` is True for a touch request's result (a path from it starts with a retract).
     """
 
     error: PathError | None
@@ -137,6 +158,7 @@ class PathResult:
     tcp: Tcp
     waypoints: tuple[Waypoint, ...] = ()
     stats: dict[str, float] = field(default_factory=dict)
+    ends_in_touch: bool = False
 
     def path(self) -> list[Waypoint]:
         """The way-points, excluding the start and ending at the selected goal ([] on failure)."""
@@ -165,9 +187,14 @@ class PathResult:
 
 class InitialState:
     """Where a path starts: a configuration (6,) rad, or a previous successful ``PathResult``
-    (the path then starts at its final configuration)."""
+    (the path then starts at its final configuration).
+
+    ``touch`` is True when the robot starts in a touch (``from_touch``, or a previous result
+    that ``ends_in_touch``): the path then starts with a linear retract.
+    """
 
     def __init__(self, start: object) -> None:
+        self.touch = False
         if isinstance(start, PathResult):
             if not start:
                 raise PlanningInputError(
@@ -176,10 +203,19 @@ class InitialState:
                 )
             self.previous: PathResult | None = start
             self.configuration = start.final_configuration()
+            self.touch = bool(start.ends_in_touch)
         else:
             self.previous = None
             self.configuration = v.configuration(start, "start configuration")
 
+    @classmethod
+    def from_touch(cls, configuration: object) -> InitialState:
+        """A start in a touch at ``configuration`` (6,) rad: the path starts with a retract."""
+        state = cls(configuration)
+        state.touch = True
+        return state
+
     def __repr__(self) -> str:
         src = "previous result" if self.previous is not None else "configuration"
-        return f"InitialState({src}: {np.round(self.configuration, 4).tolist()})"
+        touch = ", touch" if self.touch else ""
+        return f"InitialState({src}: {np.round(self.configuration, 4).tolist()}{touch})"
