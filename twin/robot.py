@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -120,10 +121,18 @@ class JointCommand:
             stacked = None
         if stacked is None or stacked.shape != (len(COMMAND_FIELDS), n):
             self._raise_shape_error(n)
-        if not (np.isfinite(stacked).all() and stacked[3:].min() >= 0.0):
+        # Checks on Python floats: a handful of values, where numpy's per-call cost dominates.
+        values = stacked.ravel().tolist()
+        try:
+            finite = math.isfinite(math.fsum(values))  # nan or inf anywhere makes the sum so
+        except (OverflowError, ValueError):  # inf - inf, or a finite sum that overflows:
+            finite = False  # let the slow path find (or not) the bad value
+        if not finite or min(values[3 * n :]) < 0.0:
             self._raise_value_error(stacked, joint_names)
-        tau_ff = stacked[2]
-        np.minimum(np.maximum(tau_ff, -effort_limits, out=tau_ff), effort_limits, out=tau_ff)
+        tau_ff = values[2 * n : 3 * n]
+        limits = effort_limits.tolist()
+        if any(abs(t) > lim for t, lim in zip(tau_ff, limits)):
+            stacked[2] = np.clip(stacked[2], -effort_limits, effort_limits)
         stacked.flags.writeable = False
         out = object.__new__(JointCommand)
         for i, name in enumerate(COMMAND_FIELDS):
@@ -137,6 +146,13 @@ class JointCommand:
                 raise ValueError(
                     f"JointCommand.{name} must have shape ({n},), one value per joint, got {shape}"
                 )
+        for name in COMMAND_FIELDS:
+            try:
+                np.asarray(getattr(self, name), dtype=float)
+            except (ValueError, TypeError) as e:
+                raise ValueError(
+                    f"JointCommand.{name} must hold numbers, got {getattr(self, name)!r}"
+                ) from e
         raise ValueError(f"JointCommand fields must be numeric arrays of shape ({n},)")
 
     @staticmethod
