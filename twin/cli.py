@@ -9,6 +9,7 @@ Each subcommand is a ``_add_<name>(subparsers)`` function that declares its argu
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import sys
 from collections.abc import Callable, Sequence
@@ -162,7 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["emulate"]:  # every option after it belongs to the emulator's own parser
         return run_emulate(argparse.Namespace(emulator_args=argv[1:]))
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:  # the reader went away (``twin info | head``): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
