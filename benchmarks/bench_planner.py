@@ -11,6 +11,14 @@ First, the conservative model is compared with PyBullet's exact check on 100,000
 configurations per scene (2,000 with ``--quick``): configurations reported free but colliding
 (must be 0) and the share of free configurations reported blocked.
 
+Timing: each planner's queries are timed in one loop and their paths verified afterwards (the
+same for both planners). Verifying between timed queries would run PyBullet's exact geometry
+right before each of them: that keeps the baseline's own code (PyBullet) in the CPU caches and
+evicts ours, so it charges a cache refill only to the planner whose queries take about a
+millisecond (measured: our median about doubles, the baseline's does not move). That effect is
+still shown: ``cold median ms`` plans every query again right after the exact verification of
+the previous path, and ``speedup (cold)`` compares it with the baseline's median.
+
     python benchmarks/bench_planner.py [--quick] [--seed 0]
 """
 
@@ -50,8 +58,15 @@ def load_queries(scene: str) -> list[dict]:
     return data["queries"]
 
 
+def _path(start: np.ndarray, result) -> np.ndarray:
+    return np.vstack([start, *[w.configuration for w in result.path()]])
+
+
 def run_ours(planner: Planner, exact: ExactChecker, queries: list[dict]) -> dict:
-    times, cpu, ok, colliding, checks = [], [], [], 0, 0.0
+    """Times every query in one loop, then verifies the paths. A second pass plans each query
+    again right after the exact verification of the previous path (PyBullet work in between,
+    which evicts the planner's code and data from the CPU caches): the ``cold`` times."""
+    times, cpu, ok, colliding, checks, results = [], [], [], 0, 0.0, []
     for q in queries:
         start, goal = np.array(q["start"]), np.array(q["goal"])
         t0, c0 = time.perf_counter(), time.process_time()
@@ -60,12 +75,24 @@ def run_ours(planner: Planner, exact: ExactChecker, queries: list[dict]) -> dict
         cpu.append(time.process_time() - c0)
         checks += result.stats["checks"]
         ok.append(bool(result))
+        results.append(result)
+    cold, mismatches = [], 0
+    for q, result in zip(queries, results):
+        start, goal = np.array(q["start"]), np.array(q["goal"])
+        t0 = time.perf_counter()
+        again = planner.path(InitialState(start), PathRequest([goal]))
+        cold.append(time.perf_counter() - t0)
+        if bool(again) != bool(result):
+            mismatches += 1
         if result:
-            path = np.vstack([start, *[w.configuration for w in result.path()]])
+            path = _path(start, result)
             colliding += verify_path(exact, path, planner.checker.travel)
+            mismatches += bool(again) and not np.array_equal(_path(start, again), path)
     return {
+        "mismatches": mismatches,  # queries whose second plan differs (a query must replay)
         "times": np.array(times),
         "cpu": np.array(cpu),
+        "cold": np.array(cold),
         "ok": np.array(ok),
         "colliding": colliding,
         "checks": checks,
@@ -73,10 +100,11 @@ def run_ours(planner: Planner, exact: ExactChecker, queries: list[dict]) -> dict
 
 
 def run_baseline(planner: Planner, exact: ExactChecker, queries: list[dict], seed: int) -> dict:
+    """Times every query in one loop (as ``run_ours``), then verifies the paths."""
     settings = planner.settings
     params = SearchParameters(settings.rrt_step, settings.max_iterations, settings.shortcut_rounds)
     checker = ExactMotionChecker(exact, planner.model.lower, planner.model.upper)
-    times, cpu, ok, colliding = [], [], [], 0
+    times, cpu, ok, colliding, paths = [], [], [], 0, []
     for i, q in enumerate(queries):
         start, goal = np.array(q["start"]), np.array(q["goal"])
         t0, c0 = time.perf_counter(), time.process_time()
@@ -91,8 +119,10 @@ def run_baseline(planner: Planner, exact: ExactChecker, queries: list[dict], see
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         ok.append(outcome.error is None)
-        if outcome.error is None:
-            colliding += verify_path(exact, outcome.path, planner.checker.travel)
+        paths.append(outcome.path)
+    for path in paths:
+        if path is not None:
+            colliding += verify_path(exact, path, planner.checker.travel)
     return {
         "times": np.array(times),
         "cpu": np.array(cpu),
@@ -178,6 +208,7 @@ def main() -> None:
         ours_sub = np.median(ours["times"][:n_sub])
         speedup = float(np.median(base["times"]) / ours_sub)
         speedup_cpu = float(np.median(base["cpu"]) / np.median(ours["cpu"][:n_sub]))
+        speedup_cold = float(np.median(base["times"]) / np.median(ours["cold"][:n_sub]))
         ours_rate = ours["checks"] / ours["times"].sum()
         base_rate = base["checks"] / base["times"].sum()
         fig = {
@@ -185,8 +216,10 @@ def main() -> None:
             "success": float(ours["ok"].mean()),
             "median_ms": 1e3 * float(np.median(ours["times"])),
             "p95_ms": 1e3 * float(np.percentile(ours["times"], 95)),
+            "cold_median_ms": 1e3 * float(np.median(ours["cold"])),
             "checks_per_s": ours_rate,
             "colliding_paths": int(ours["colliding"]),
+            "replay_mismatches": int(ours["mismatches"]),
             "baseline_queries": n_sub,
             "baseline_success": float(base["ok"].mean()),
             "baseline_median_ms": 1e3 * float(np.median(base["times"])),
@@ -195,6 +228,7 @@ def main() -> None:
             "baseline_colliding_paths": int(base["colliding"]),
             "speedup_median": speedup,
             "speedup_median_cpu": speedup_cpu,
+            "speedup_median_cold": speedup_cold,
             "checks_per_s_ratio": ours_rate / base_rate,
         }
         figures[scene] = fig
@@ -205,6 +239,7 @@ def main() -> None:
                 f"{100 * fig['success']:.1f}%",
                 fig["median_ms"],
                 fig["p95_ms"],
+                fig["cold_median_ms"],
                 f"{ours_rate:.3g}",
                 fig["colliding_paths"],
                 f"{n_sub}: {100 * fig['baseline_success']:.0f}%",
@@ -213,6 +248,7 @@ def main() -> None:
                 fig["baseline_colliding_paths"],
                 f"{speedup:.1f}x",
                 f"{speedup_cpu:.1f}x",
+                f"{speedup_cold:.1f}x",
                 f"{fig['checks_per_s_ratio']:.0f}x",
             ]
         )
@@ -225,6 +261,7 @@ def main() -> None:
             "success",
             "median ms",
             "p95 ms",
+            "cold median ms",
             "checks/s",
             "colliding",
             "baseline n: success",
@@ -233,6 +270,7 @@ def main() -> None:
             "base colliding",
             "speedup (median)",
             "speedup (CPU)",
+            "speedup (cold)",
             "checks/s ratio",
         ],
         rows,
@@ -240,12 +278,13 @@ def main() -> None:
     all_ok = all(
         f["success"] >= 0.99
         and f["colliding_paths"] == 0
+        and f["replay_mismatches"] == 0
         and f["median_ms"] <= 50.0
         and f["speedup_median"] >= 10.0
         for f in figures.values()
     ) and all(c["false_free"] == 0 for c in cons.values())
     print(
-        f"\ntargets (>= 99 % success, 0 colliding, median <= 50 ms, >= 10x): {'met' if all_ok else 'NOT met'}"
+        f"\ntargets (>= 99 % success, 0 colliding, replayed, median <= 50 ms, >= 10x): {'met' if all_ok else 'NOT met'}"
     )
     emit_json(
         "planner",

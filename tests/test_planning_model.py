@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from twin.planning import Obstacle, Planner, TransformedBox, geometry, self_collision, spheres
 from twin.planning.checker import CollisionChecker
 from twin.planning.field import DistanceField, _windowed_squared_edt
+from twin.planning.scene_obstacles import obstacles_from_scene
 
 dims = st.floats(0.01, 0.3)
 
@@ -159,9 +160,58 @@ def test_free_segments_are_free_at_a_fine_resolution(planner: Planner):
         qb = np.clip(qa + rng.normal(0, 0.6, size=qa.shape), model.lower, model.upper)
         ok = planner.checker.segments_free(qa, qb)
         assert 10 < ok.sum() < len(ok)  # a mix of free and blocked segments
+        # One segment at a time (the checker's path with fewer numpy calls) decides the same.
+        single = [planner.checker.segment_free(a, b) for a, b in zip(qa, qb)]
+        assert np.array_equal(single, ok)
+        start_free, goals_free, direct = planner.checker.star(qa[0], qb[:20])
+        assert np.array_equal(direct, planner.checker.segments_free(qa[:1].repeat(20, 0), qb[:20]))
+        assert np.array_equal(goals_free, planner.checker.free(qb[:20]))
+        assert start_free == planner.checker.free(qa[:1])[0]
         t = np.linspace(0, 1, 400)
         fine = (qa[ok][:, None] + t[None, :, None] * (qb - qa)[ok][:, None]).reshape(-1, 6)
+        fine = np.clip(fine, model.lower, model.upper)  # rounding at t = 1
         assert exact.free(fine).all()  # true spheres, no margin, between the checked steps
+    finally:
+        planner.clear_obstacles()
+
+
+@pytest.mark.parametrize("count", [5, 300, 1500])  # few (fewer calls), many, several chunks
+def test_kernel_matches_a_direct_evaluation_of_the_model(planner: Planner, count: int):
+    model, robot, checker = planner.model, planner._robot, planner.checker
+    planner.set_obstacles(obstacles_from_scene("shelf"))
+    try:
+        q = np.random.default_rng(count).uniform(model.lower, model.upper, size=(count, 6))
+        kernel, c = checker._kernel, robot.compiled()
+        centers = robot.centers(q)[:, : len(c.radii)]  # (N, S, 3): anchor-chain FK
+        assert np.allclose(kernel.centers(q), centers[:, kernel.order], atol=1e-9)
+        env = np.flatnonzero(c.env)
+        env_gap = planner._field.clearance(centers[:, env]) - c.radii[env]
+        d = np.linalg.norm(centers[:, c.pair_a] - centers[:, c.pair_b], axis=-1)
+        pair_gap = d - c.radii[c.pair_a] - c.radii[c.pair_b]
+        free = (env_gap.min(axis=1) >= checker.margin) & (pair_gap.min(axis=1) >= checker.margin)
+        assert 0 < free.sum() < count or count == 5
+        assert np.array_equal(checker.free(q), free)
+    finally:
+        planner.clear_obstacles()
+
+
+def test_certified_intervals_are_free(planner: Planner):
+    # A free sample of a segment certifies |t - t_i| <= half width (module doc of ``checker``):
+    # obstacle spheres by their own motion bound, sphere pairs by the joints between their groups.
+    model, checker = planner.model, planner.checker
+    planner.set_obstacles(obstacles_from_scene("cage"))
+    try:
+        exact = CollisionChecker(planner._robot, planner._field, 1e-9, model.lower, model.upper)
+        rng = np.random.default_rng(8)
+        qa = rng.uniform(model.lower, model.upper, size=(400, 6))
+        qb = np.clip(qa + rng.normal(0, 0.5, size=qa.shape), model.lower, model.upper)
+        mid = 0.5 * (qa + qb)
+        ok, half = checker._kernel.evaluate(mid, np.abs(qb - qa))
+        assert ok.sum() > 50 and np.all(half[ok] > 0.0)
+        s = np.linspace(-1.0, 1.0, 41)
+        t = np.clip(0.5 + half[ok][:, None] * s[None], 0.0, 1.0)  # (K, 41)
+        q = qa[ok][:, None] + t[..., None] * (qb - qa)[ok][:, None]
+        assert exact.free(np.clip(q.reshape(-1, 6), model.lower, model.upper)).all()
     finally:
         planner.clear_obstacles()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from twin.planning.errors import PlanningInputError
@@ -56,7 +58,21 @@ def vector3(
 
 
 def configuration(value: object, what: str, dof: int | None = None) -> np.ndarray:
-    """A finite 1-D joint configuration (rad); of length ``dof`` when given."""
+    """A finite 1-D joint configuration (rad); of length ``dof`` when given. A read-only float
+    array owning its data (as ``frozen`` makes them) is returned as it is."""
+    if (
+        type(value) is np.ndarray
+        and value.dtype == np.float64
+        and value.ndim == 1
+        and value.size
+        and (dof is None or value.size == dof)
+        and math.isfinite(np.add.reduce(value))  # nan, inf (or an overflowing sum: full checks)
+    ):
+        if not value.flags.writeable and value.base is None:  # frozen by us: owns its data
+            return value
+        out = value.copy()
+        out.flags.writeable = False
+        return out
     q = _as_float_array(value, what)
     if q.ndim != 1 or q.size == 0:
         raise PlanningInputError(f"{what}: expected a 1-D joint configuration, got shape {q.shape}")

@@ -156,4 +156,7 @@ def blend_radii(
 ) -> list[Waypoint]:
     """The way-points with their ``blend_radius`` set to the largest verified free radius."""
     searches = blend_searches(q_start, waypoints, checker, model, flange_T_tcp)
-    return [Waypoint(w.configuration, w.movement, s.radius) for w, s in zip(waypoints, searches)]
+    return [
+        w if s.radius == w.blend_radius else Waypoint(w.configuration, w.movement, s.radius)
+        for w, s in zip(waypoints, searches)
+    ]

@@ -8,23 +8,34 @@ field never over-estimates a distance, so "free" is never wrong for a configurat
 Segments ``q(t) = qa + t (qb - qa)``, t in [0, 1]: along a segment sphere ``s`` moves at most
 ``T_s = sum_j w_sj |dq_j|`` (Lipschitz weights of ``robot_model``), so a sample at ``t_i`` whose
 sphere keeps a clearance ``c_s`` from the obstacles stays clear for ``|t - t_i| <= c_s / T_s``.
-For a self-collision pair (a on group ``ga`` < b's group ``gb``) only the joints between the groups
-move b relative to a, so their gap ``g`` shrinks by at most ``max(T_a, T_b) |t - t_i|``. Each
-free sample thus *certifies* an interval of t (the minimum over spheres, pairs and body bounds).
+For a self-collision pair (a on group ``ga`` <= b's group ``gb``) only the joints ``ga + 1 ..
+gb`` move b relative to a's frame, each at most ``w_bj |dq_j|`` (``w_bj`` bounds b's distance from
+joint j's axis in every configuration), so their gap ``g`` shrinks by at most
+``sum_{ga < j <= gb} w_bj |dq_j| |t - t_i|`` (<= ``T_b``). Each free sample thus *certifies* an
+interval of t (the minimum over spheres and pairs; ``kernel.SphereKernel.evaluate``).
 ``segments_free`` checks segments in two batched rounds: coarse samples (``COARSE_SPACING`` of
 motion apart, both ends included), then, in the gaps their certified intervals leave, samples
-``2 margin / D`` apart (``D``: the largest ``T`` of the spheres and body bounds): every free sample
-has all clearances >= ``margin`` and so certifies at least ``margin / D`` either side, which
-closes every gap. A segment is free when its samples are free and their intervals cover [0, 1].
-``free_prefixes`` (RRT-Connect's *connect*) checks steps of ``2 margin / D`` in order: between
-two free steps nothing moves more than ``margin`` from its position at the nearer one.
+``2 margin / D`` apart (``D``: the largest ``T`` of the spheres): every free sample has all
+clearances >= ``margin`` and so certifies at least ``margin / D`` either side, which closes every
+gap. A segment is free when its samples are free and their intervals cover [0, 1]. A single
+segment (the common start-to-goal check) takes the same two rounds with fewer numpy calls
+(``_segment``). ``free_prefixes`` (RRT-Connect's *connect*) checks steps of ``2 margin / D`` in
+order: between two free steps nothing moves more than ``margin`` from its position at the nearer
+one.
+
+The batched work (forward kinematics of every sphere, field lookups, sphere pairs) is done by
+``kernel.SphereKernel``, built when the checker is made or refreshed (it depends on the robot
+model and its attachments, not on the obstacles: the field is updated in place).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from twin.planning.field import DistanceField
+from twin.planning.kernel import SphereKernel
 from twin.planning.robot_model import CompiledSpheres, RobotSpheres
 
 #: Motion (m) between the coarse samples of a segment's first round.
@@ -50,28 +61,34 @@ class CollisionChecker:
         self.lower = np.asarray(lower, dtype=float)
         self.upper = np.asarray(upper, dtype=float)
         self.checked = 0  # configurations checked since construction (or reset)
+        self._limits = (self.lower.tolist(), self.upper.tolist())
+        self._steps: dict[int, np.ndarray] = {}  # t = 0, 1/n, ..., 1 of the first round
         self._compiled: CompiledSpheres | None = None
+        self._spheres()  # built now: the first query should not pay for it
 
     def refresh(self) -> None:
         """Re-read the robot's spheres (after a tool or carried object changed)."""
         self._compiled = None
+        self._spheres()
 
     def _spheres(self) -> CompiledSpheres:
         if self._compiled is None:
             c = self.robot.compiled()
             self._compiled = c
-            env = np.flatnonzero(c.env)
-            contiguous = len(env) and np.array_equal(env, np.arange(env[0], env[-1] + 1))
-            self._env_idx = slice(env[0], env[-1] + 1) if contiguous else env
-            self._env_r0 = c.radii[self._env_idx]
-            self._pair_r = c.radii[c.pair_a] + c.radii[c.pair_b]
-            self._body_r = c.bound_radius[c.body_pair_a] + c.bound_radius[c.body_pair_b]
+            self._weights_t = np.ascontiguousarray(c.weights.T)  # (n, S)
+            self._kernel = SphereKernel(c, self.robot.chain, self.field, self.margin)
+            self._kernel.set_reach(self.robot.origin_1(), self.robot.reach())
         return self._compiled
 
     # ------------------------------------------------------------------------ configurations
     def within_limits(self, q: np.ndarray) -> np.ndarray:
         """True (N,) where q (N, n) lies inside the joint limits."""
-        return np.all((q >= self.lower) & (q <= self.upper), axis=-1)
+        if len(q) == 1:  # one configuration: Python floats (fewer numpy calls)
+            x, lo, hi = q[0].tolist(), self.lower.tolist(), self.upper.tolist()
+            return np.array([all(a <= v <= b for a, v, b in zip(lo, x, hi))])
+        inside = q >= self.lower
+        inside &= q <= self.upper
+        return inside.all(axis=-1)
 
     def free(self, q: np.ndarray) -> np.ndarray:
         """True (N,) where configurations q (N, n) rad are collision-free and inside the limits."""
@@ -94,60 +111,9 @@ class CollisionChecker:
         """Free (N,) for configurations q (N, n) inside the limits and, given ``dq`` (N, n)
         (the joint steps |qb - qa| of each sample's segment), the half width (N,) of the interval
         of the segment parameter each free sample certifies (see the module doc)."""
-        c = self._spheres()
+        self._spheres()
         self.checked += len(q)
-        centers = self.robot.centers(q, c)
-        slack = self.field.clearance(centers[:, self._env_idx]) - self._env_r0
-        ok = np.all(slack >= self.margin, axis=1)
-        motion = radius = None
-        if dq is not None:
-            motion = dq @ c.weights_all.T  # (N, S + B) motion bound over the whole segment
-            with np.errstate(divide="ignore"):
-                radius = np.min(slack / motion[:, self._env_idx], axis=1)
-        if len(c.pair_a):
-            live = np.flatnonzero(ok)
-            if len(live):
-                sub = None if motion is None else motion[live]
-                self_ok, self_radius = self._self_check(centers[live], c, sub)
-                ok[live] = self_ok
-                if radius is not None:
-                    radius[live] = np.minimum(radius[live], self_radius)
-        return ok, radius
-
-    def _self_check(self, cl: np.ndarray, c: CompiledSpheres, motion: np.ndarray | None):
-        """(no pair closer than ``margin`` (N,), certified half width (N,) or None) for centres
-        cl (N, S + B, 3) and, optionally, their motion bounds (N, S + B) m over the segment:
-        body pairs whose bounding spheres keep the gap skip their sphere pairs.
-        A pair's gap shrinks at most as fast as the later-group centre moves (``max`` of the two
-        bounds)."""
-        result = np.ones(len(cl), dtype=bool)
-        radius = None if motion is None else np.full(len(cl), np.inf)
-        if not len(c.body_pair_a):
-            return result, radius
-        s = len(c.radii)
-        ba, bb = s + c.body_pair_a, s + c.body_pair_b
-        d = cl[:, ba] - cl[:, bb]
-        gap = np.sqrt(np.einsum("npk,npk->np", d, d)) - self._body_r  # (N, Pb)
-        close = gap < self.margin
-        if radius is not None:
-            rel = np.maximum(motion[:, ba], motion[:, bb])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                radius = np.min(np.where(close, np.inf, gap / rel), axis=1)
-        row, bp = np.nonzero(close)
-        if len(row):  # the sphere pairs of the close body pairs, all at once
-            count = c.body_pair_start[bp + 1] - c.body_pair_start[bp]
-            rows = np.repeat(row, count)
-            first = np.repeat(c.body_pair_start[bp] - (np.cumsum(count) - count), count)
-            pair = first + np.arange(len(rows))
-            pa, pb = c.pair_a[pair], c.pair_b[pair]
-            d = cl[rows, pa] - cl[rows, pb]
-            g = np.sqrt(np.einsum("pk,pk->p", d, d)) - self._pair_r[pair]
-            result[rows[g < self.margin]] = False
-            if radius is not None:
-                rel = np.maximum(motion[rows, pa], motion[rows, pb])
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    np.minimum.at(radius, rows, g / rel)
-        return result, radius
+        return self._kernel.evaluate(q, dq)
 
     # ------------------------------------------------------------------------------ segments
     def steps(self, qa: np.ndarray, qb: np.ndarray) -> np.ndarray:
@@ -174,7 +140,7 @@ class CollisionChecker:
         if len(goals) == 0 or not self.within_limits(start[None])[0]:
             none = np.zeros(len(goals), dtype=bool)
             return bool(self.free(start[None])[0]), none, none
-        qa = np.repeat(start[None], len(goals), axis=0)
+        qa = start[None] if len(goals) == 1 else np.repeat(start[None], len(goals), axis=0)
         free, start_ok, end_ok = self._segments(qa, goals)
         return bool(start_ok[0]), end_ok, free
 
@@ -193,32 +159,89 @@ class CollisionChecker:
         """(segment free (K,), start free (K,), end free (K,)) in two batched rounds."""
         qa = np.asarray(qa, dtype=float)
         qb = np.asarray(qb, dtype=float)
-        c = self._spheres()
-        dq = np.abs(qb - qa)
-        d_max = np.maximum(np.max(dq @ c.weights_all.T, axis=1), 1e-12)  # spheres and bounds
+        self._spheres()
+        if len(qa) == 1:
+            return self._segment(qa[0], qb[0])
+        delta = qb - qa
+        dq = np.abs(delta)
+        d_max = np.max(dq @ self._weights_t, axis=1)  # the largest centre motion
+        np.maximum(d_max, 1e-12, out=d_max)
         inside = self.within_limits(qa) & self.within_limits(qb)  # the limits are a box
-        blocked = ~inside
         # Round 1: coarse samples, both ends included, each certifying an interval.
-        n1 = np.where(inside, np.maximum(1, np.ceil(d_max / COARSE_SPACING)), 1).astype(int)
-        owner = np.repeat(np.arange(len(qa)), n1 + 1)
-        offsets = np.cumsum(n1 + 1) - (n1 + 1)
-        t = (np.arange(len(owner)) - np.repeat(offsets, n1 + 1)) / n1[owner]
-        ok, radius = self._sample(qa, qb, owner, t, dq, inside[owner])
+        n1 = np.ceil(d_max / COARSE_SPACING).astype(int)
+        n1[~inside] = 1
+        if len(qa) == 1:
+            owner = np.zeros(n1[0] + 1, dtype=int)
+            offsets = np.zeros(1, dtype=int)
+            t = np.arange(n1[0] + 1) / n1[0]
+        else:
+            owner = np.repeat(np.arange(len(qa)), n1 + 1)
+            offsets = np.cumsum(n1 + 1) - (n1 + 1)
+            t = (np.arange(len(owner)) - offsets[owner]) / n1[owner]
+        if inside.all():
+            q = qa[owner] + t[:, None] * delta[owner]
+            self.checked += len(q)
+            ok, radius = self._kernel.evaluate(q, dq[owner])
+        else:
+            ok, radius = self._sample(qa, delta, owner, t, dq, inside[owner])
         start_ok, end_ok = ok[offsets], ok[offsets + n1]
+        blocked = ~inside
         blocked[owner[~ok]] = True
         # Round 2: the gaps left, at the spacing that needs no certification.
-        g_owner, g_lo, g_hi = _gaps(owner, t, np.where(ok, radius, 0.0), blocked)
+        g_owner, g_lo, g_hi = _gaps(owner, t, radius, blocked)
         if len(g_owner):
             step = 2.0 * self.margin / d_max[g_owner]
-            count = np.maximum(1, np.ceil((g_hi - g_lo) / step).astype(int))
+            count = np.ceil((g_hi - g_lo) / step).astype(int)
+            np.maximum(count, 1, out=count)
             s_owner = np.repeat(g_owner, count)
-            j = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+            j = np.arange(len(s_owner)) - np.repeat(np.cumsum(count) - count, count)
             s_t = np.repeat(g_lo, count) + (j + 0.5) * np.repeat((g_hi - g_lo) / count, count)
-            q = qa[s_owner] + s_t[:, None] * (qb - qa)[s_owner]
-            blocked[s_owner[~self._free_inside(q)]] = True
+            q = qa[s_owner] + s_t[:, None] * delta[s_owner]
+            self.checked += len(q)
+            blocked[s_owner[~self._kernel.evaluate(q)[0]]] = True
         return ~blocked, start_ok, end_ok
 
-    def _sample(self, qa, qb, owner, t, dq, live):
+    def _segment(self, qa: np.ndarray, qb: np.ndarray):
+        """``_segments`` of one segment qa -> qb (n,) with few numpy calls (the common query:
+        start to goal; numpy's per-call cost dominates such small batches)."""
+        not_free = np.zeros(1, dtype=bool)
+        lower, upper = self._limits
+        a, b = qa.tolist(), qb.tolist()
+        a_in = all(lo <= x <= hi for lo, x, hi in zip(lower, a, upper))
+        b_in = all(lo <= x <= hi for lo, x, hi in zip(lower, b, upper))
+        if not (a_in and b_in):  # not evaluated: reported not free (as ``_segments`` does)
+            return not_free, not_free, not_free
+        delta = qb - qa
+        dq = np.abs(delta)
+        d_max = max(float((dq @ self._weights_t).max()), 1e-12)
+        n1 = max(1, math.ceil(d_max / COARSE_SPACING))
+        t = self._steps.get(n1)
+        if t is None:
+            t = self._steps[n1] = np.arange(n1 + 1) * (1.0 / n1)
+            t.flags.writeable = False
+        q = np.multiply.outer(t, delta)
+        q += qa
+        self.checked += n1 + 1
+        ok, radius = self._kernel.evaluate(q, dq)
+        if not ok.all():
+            return not_free, ok[:1], ok[-1:]
+        # Consecutive samples (1 / n1 apart) leave a gap unless their half widths cover it.
+        cover = radius[:-1] + radius[1:]
+        if cover.min() < 1.0 / n1:  # Round 2 (see ``_segments``), in the gaps only
+            gap = cover < 1.0 / n1
+            lo, hi = t[:-1][gap] + radius[:-1][gap], t[1:][gap] - radius[1:][gap]
+            count = np.ceil((hi - lo) * (d_max / (2.0 * self.margin))).astype(int)
+            np.maximum(count, 1, out=count)
+            j = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+            s_t = np.repeat(lo, count) + (j + 0.5) * np.repeat((hi - lo) / count, count)
+            q = np.multiply.outer(s_t, delta)
+            q += qa
+            self.checked += len(q)
+            if not self._kernel.evaluate(q)[0].all():
+                return not_free, ok[:1], ok[-1:]
+        return ok[:1], ok[:1], ok[-1:]
+
+    def _sample(self, qa, delta, owner, t, dq, live):
         """Evaluate the samples ``t`` (M,) of segments ``owner`` (M,) where ``live``: (free,
         certified half width) (M,) each (not free and 0 elsewhere)."""
         ok = np.zeros(len(owner), dtype=bool)
@@ -226,7 +249,7 @@ class CollisionChecker:
         idx = np.flatnonzero(live)
         if len(idx):
             o = owner[idx]
-            q = qa[o] + t[idx, None] * (qb - qa)[o]
+            q = qa[o] + t[idx, None] * delta[o]
             ok[idx], radius[idx] = self._evaluate(q, dq[o])
         return ok, radius
 
@@ -266,7 +289,8 @@ class CollisionChecker:
 
 def _gaps(owner: np.ndarray, t: np.ndarray, radius: np.ndarray, blocked: np.ndarray):
     """Intervals of t not covered by consecutive samples' certified intervals, per segment not
-    yet blocked: (owner, low, high) arrays. Samples are sorted by (owner, t)."""
+    yet blocked: (owner, low, high) arrays. Samples are sorted by (owner, t); ``radius`` is only
+    read for samples of segments not blocked (all of them free)."""
     left, right = slice(None, -1), slice(1, None)
     lo = t[left] + radius[left]
     hi = t[right] - radius[right]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
+import math
 import time
 
 import numpy as np
@@ -345,6 +347,18 @@ class Planner:
         t0 = time.perf_counter()
         checks0 = self._checker.checked
         stats: dict[str, float] = {}
+        star = None
+        if not is_touch and not initial_state.touch and len(goals) == 1:
+            # The common easy query first: one goal, straight segment free (no search, no
+            # random numbers; the same result ``plan_to_goals`` would return).
+            star = self._checker.star(start, goals)
+            if star[0] and star[2][0]:
+                stats["iterations"] = 0.0
+                stats["time_s"] = time.perf_counter() - t0
+                stats["checks"] = float(self._checker.checked - checks0)
+                stats["path_length"] = math.dist(start.tolist(), goals[0].tolist())
+                waypoint = Waypoint(request.goal_configurations[0], Movement.JOINT)
+                return PathResult(None, 0, self._tcp, (waypoint,), stats, False)
 
         def failed(error: PathError) -> PathResult:
             stats["time_s"] = time.perf_counter() - t0
@@ -391,7 +405,7 @@ class Planner:
         s = self.settings
         params = SearchParameters(s.rrt_step, s.max_iterations, s.shortcut_rounds)
         outcome = plan_to_goals(
-            self._checker, plan_start, targets, request.goal_prioritization, rng, params
+            self._checker, plan_start, targets, request.goal_prioritization, rng, params, star
         )
         stats["iterations"] = float(outcome.iterations)
         if outcome.error is not None:
@@ -400,14 +414,14 @@ class Planner:
         waypoints = prefix + [Waypoint(q, Movement.JOINT) for q in outcome.path[1:]]  # type: ignore[index]
         if is_touch:
             waypoints.append(Waypoint(goals[goal_index], Movement.LINEAR))
-        if s.compute_blend_radii:
+        if s.compute_blend_radii and len(waypoints) > 1:  # the last way-point gets zero
             waypoints = blend.blend_radii(
                 start, waypoints, self._checker, self.model, self._tcp.transform
             )
-        path = np.array([start] + [w.configuration for w in waypoints])
+        points = [start.tolist()] + [w.configuration.tolist() for w in waypoints]
         stats["time_s"] = time.perf_counter() - t0
         stats["checks"] = float(self._checker.checked - checks0)
-        stats["path_length"] = float(np.sum(np.linalg.norm(np.diff(path, axis=0), axis=1)))
+        stats["path_length"] = sum(math.dist(a, b) for a, b in itertools.pairwise(points))
         return PathResult(None, goal_index, self._tcp, tuple(waypoints), stats, is_touch)
 
     def _query_rng(

@@ -111,6 +111,11 @@ class RobotSpheres:
     def last_group(self) -> int:
         return self.n
 
+    @property
+    def chain(self) -> AnchorChain:
+        """The batched FK of the group anchors."""
+        return self._chain
+
     def anchor_T(self, link: str) -> np.ndarray:
         """Constant transform (4, 4) from the anchor frame of ``link``'s group to ``link``."""
         return self._anchor_T_link[link]
@@ -226,6 +231,10 @@ class RobotSpheres:
         )
         k = np.maximum(c.group, 1)
         return float(np.max(lengths[k - 1] + np.linalg.norm(c.local, axis=1) + c.radii))
+
+    def origin_1(self) -> np.ndarray:
+        """Joint 1's anchor origin (3,) m, base frame: fixed, the centre of ``reach``."""
+        return self._chain.base[:3, :3] @ self._chain.c_trans[0] + self._chain.base[:3, 3]
 
     def _pair_checked(self, a: Body, b: Body) -> bool:
         if a.attached and b.attached:

@@ -15,6 +15,7 @@ shorter.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -52,21 +53,31 @@ def plan_to_goals(
     prioritization: GoalPrioritization,
     rng_factory: Callable[[], np.random.Generator],
     params: SearchParameters,
+    star: tuple[bool, np.ndarray, np.ndarray] | None = None,
 ) -> Outcome:
     """Plan from ``start`` (n,) to one of ``goals`` (G, n) rad; ``rng_factory`` is called once,
-    only when a goal needs a search (the common easy query draws no random number)."""
+    only when a goal needs a search (the common easy query draws no random number).
+    ``star``: ``checker.star(start, goals)`` when the caller already has it (used only when
+    every goal is inside the limits, as it was then computed on all of them)."""
     rng = _Lazy(rng_factory)
     in_limits = checker.within_limits(goals)
-    inside = np.flatnonzero(in_limits)
-    start_free, inside_free, inside_direct = checker.star(start, goals[inside])
-    if not start_free:
-        return Outcome(PathError.BLOCKED_START)
-    if not len(inside):
-        return Outcome(PathError.KINEMATIC_VIOLATION)
-    free = np.zeros(len(goals), dtype=bool)
-    direct = np.zeros(len(goals), dtype=bool)
-    free[inside], direct[inside] = inside_free, inside_direct
-    candidates = np.flatnonzero(free)
+    if in_limits.all():  # the common case: no index bookkeeping
+        start_free, free, direct = checker.star(start, goals) if star is None else star
+        if not start_free:
+            return Outcome(PathError.BLOCKED_START)
+    else:
+        inside = in_limits.nonzero()[0]
+        start_free, inside_free, inside_direct = checker.star(start, goals[inside])
+        if not start_free:
+            return Outcome(PathError.BLOCKED_START)
+        if not len(inside):
+            return Outcome(PathError.KINEMATIC_VIOLATION)
+        free = np.zeros(len(goals), dtype=bool)
+        direct = np.zeros(len(goals), dtype=bool)
+        free[inside], direct[inside] = inside_free, inside_direct
+    if len(goals) == 1 and direct[0]:  # the common easy query: one goal, straight segment
+        return Outcome(None, 0, np.array([start, goals[0]]), 0)
+    candidates = free.nonzero()[0]
     if not len(candidates):
         return Outcome(PathError.BLOCKED_END)
     iterations = 0
@@ -81,8 +92,9 @@ def plan_to_goals(
         return Outcome(PathError.BLOCKED_PATH, iterations=iterations)
 
     best: tuple[float, int, np.ndarray] | None = None
-    for k in np.flatnonzero(direct):
-        length = float(np.linalg.norm(goals[k] - start))
+    for k in direct.nonzero()[0]:
+        d = goals[k] - start
+        length = math.sqrt(d @ d)
         if best is None or length < best[0]:
             best = (length, int(k), np.array([start, goals[k]]))
     rest = [k for k in candidates if not direct[k]]

@@ -1,0 +1,315 @@
+"""The batched validity kernel: forward kinematics of every sphere centre, the distance-field
+lookups and the self-collision pairs of many configurations in a few large numpy calls.
+
+Layout: configurations run along the LAST axis of every array (structure of arrays), so every
+gather (a sphere's centres, a pair's two spheres) copies contiguous rows.
+
+Kinematics: with ``R_k`` the rotation of group ``k``'s anchor (base frame), the anchors' origins
+are ``t_k = t_0 + sum_{m < k} R_m c_m`` (``c_m``: the constant step from anchor ``m`` to anchor
+``m + 1`` in anchor ``m``'s frame), so every sphere centre ``R_g l + t_g`` is LINEAR in the nine
+entries of ``R_1 .. R_n``: one matrix product ``M (3 S, 9 n) @ R (9 n, N)`` gives all centres, in
+grid units (scaled by ``1 / h`` and shifted so that truncation finds the nearest field node).
+Each rotation is ``R_k = R_{k-1} C_k Rot(a_k, q_k) = G_0 + cos q_k G_1 + sin q_k G_2`` with
+``G = R_{k-1} [C_k P_k, C_k (I - P_k), C_k [a_k]x]`` (``P_k = a_k a_k^T``): one small product per
+joint.
+
+Matrix products run on column blocks of at most ``_BLOCK_MNK / (rows * inner)`` columns: one large
+product lets OpenBLAS start threads, which on a loaded machine costs far more than it saves
+(measured on the shared two-core machine: 10 to 100 times slower per column).
+
+Small batches (up to ``_SMALL`` configurations, the usual start-to-goal check) take fewer,
+slower-per-element numpy calls instead: at a few dozen configurations numpy's per-call cost is
+what the query pays. Field indices are not clipped when every sphere centre provably stays
+inside the grid (``set_reach``).
+
+A configuration is free when every obstacle-checked sphere keeps ``margin`` from the obstacles
+(field lower bound) and every checked sphere pair keeps a gap of ``margin``. In larger batches a
+body pair whose bounding spheres keep ``margin`` apart in every configuration of the batch skips
+its sphere pairs (its bounds' gap, a lower bound of theirs, stands in; in planning batches about
+one body pair in fifteen comes that close). Given the joint steps ``dq`` of each sample's segment,
+``evaluate`` also returns the half width (in the segment parameter) of the interval the free
+sample certifies; the argument is in ``checker``'s doc.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from twin.planning.field import DistanceField
+from twin.planning.robot_model import AnchorChain, CompiledSpheres
+
+#: Largest m * n * k of one BLAS call (OpenBLAS stays single-threaded below 2 * 65536 * 4).
+_BLOCK_MNK = 400_000
+#: Configurations per pass of ``evaluate`` (bounds the temporaries).
+_CHUNK = 1024
+#: Up to this many configurations, the rotations take fewer (slower per element) numpy calls.
+_SMALL = 48
+
+
+def matmul_cols(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``a (p, k) @ x (k, N)`` as a stack of column blocks (no BLAS threads, module doc)."""
+    p, k = a.shape
+    n = x.shape[1]
+    w = max(8, _BLOCK_MNK // max(1, p * k))
+    if n <= w:
+        return a @ x
+    out = np.empty((p, n))
+    full = n - n % w
+    b = full // w
+    np.matmul(
+        a,
+        x[:, :full].reshape(k, b, w).transpose(1, 0, 2),
+        out=out[:, :full].reshape(p, b, w).transpose(1, 0, 2),
+    )
+    if full < n:
+        np.matmul(a, x[:, full:], out=out[:, full:])
+    return out
+
+
+class SphereKernel:
+    """Flat arrays of one robot model (``CompiledSpheres``), its anchor chain and a field."""
+
+    def __init__(
+        self, c: CompiledSpheres, chain: AnchorChain, field: DistanceField, margin: float
+    ) -> None:
+        n = len(chain.axes)
+        self.n = n
+        self.field = field
+        self.margin = float(margin)
+        h = field.h
+        self.h = h
+        base_r = chain.base[:3, :3]
+        # Per joint: K_k = [C_k P_k, C_k (I - P_k), C_k [a_k]x] (3, 9); G = R_{k-1} K_k.
+        ks = [np.hstack((chain.p[k], chain.ac[k], chain.as_[k])) for k in range(n)]  # (3, 9)
+        self._k_t = [np.ascontiguousarray(kk.T) for kk in ks]  # (9, 3) each
+        self._first = base_r @ ks[0]  # (3, 9): G of joint 1 (constant)
+        # Small batches: loc_k = P_k + cos(q_k) AC_k + sin(q_k) AS_k = [cos q, sin q] @ trig + p.
+        p, ac, as_ = chain.p.copy(), chain.ac.copy(), chain.as_.copy()
+        p[0], ac[0], as_[0] = base_r @ p[0], base_r @ ac[0], base_r @ as_[0]
+        # As one product: loc = sin(q S + phase) @ trig, with sin(q + pi / 2) = cos q and a
+        # constant column sin(pi / 2) = 1 for P.
+        self._spread = np.hstack((np.eye(n), np.eye(n), np.zeros((n, 1))))
+        self._phase = np.concatenate((np.full(n, 0.5 * np.pi), np.zeros(n), [0.5 * np.pi]))
+        self._trig = np.zeros((2 * n + 1, 9 * n))
+        for k in range(n):
+            self._trig[k, 9 * k : 9 * k + 9] = ac[k].ravel()
+            self._trig[n + k, 9 * k : 9 * k + 9] = as_[k].ravel()
+        self._trig[2 * n] = p.reshape(-1)
+        # Sphere order in the kernel: obstacle-checked spheres first.
+        env = np.flatnonzero(c.env)
+        order = np.concatenate((env, np.flatnonzero(~c.env)))
+        self.order = order  # kernel sphere k is compiled sphere order[k]
+        pos = np.empty(len(order), dtype=int)
+        pos[order] = np.arange(len(order))
+        self.count = len(order)
+        self.n_env = len(env)
+        group, local, radii = c.group[order], c.local[order], c.radii[order]
+        n_sph = len(c.radii)
+        bound_group, bound_local = c.all_group[n_sph:], c.local_t[:, n_sph:].T
+        t0 = chain.base[:3, 3]
+        first_step = base_r @ chain.c_trans[0]
+        total = self.count + len(bound_group)  # the spheres, then one bounding sphere per body
+        m = np.zeros((3 * total, 9 * n))
+        y0 = np.zeros(3 * total)
+        all_group = np.concatenate((group, bound_group))
+        all_local = np.vstack((local, bound_local))
+        for s, (g, loc) in enumerate(zip(all_group, all_local)):
+            if g == 0:
+                y0[3 * s : 3 * s + 3] = base_r @ loc + t0
+                continue
+            y0[3 * s : 3 * s + 3] = t0 + first_step
+            for i in range(3):
+                for mm in range(1, g + 1):  # R_mm[i, j] sits in row 9 (mm - 1) + 3 i + j
+                    vec = loc if mm == g else chain.c_trans[mm]
+                    col = 9 * (mm - 1) + 3 * i
+                    m[3 * s + i, col : col + 3] += vec
+        half_node = field.origin - 0.5 * h
+        self._m = m / h
+        self._y0 = ((y0 - np.tile(half_node, total)) / h)[:, None]
+        self._total = total
+        # Field lookups: clipping is skipped when no centre can leave the grid's interior.
+        self._need_clip = True
+        self._upper = (np.asarray(field.shape) - 1)[:, None]
+        self._strides = np.array([field.shape[1] * field.shape[2], field.shape[2], 1])
+        self._env_r = radii[: self.n_env, None]
+        # Self-collision pairs (kernel order) and the sums of their radii (m).
+        self.pair_a = pos[c.pair_a]
+        self.pair_b = pos[c.pair_b]
+        pair_r = radii[self.pair_a] + radii[self.pair_b]
+        self._pair_r = pair_r[:, None]
+        # Motion bounds over a segment, per joint step: an obstacle-checked centre moves at most
+        # w_s . |dq|; a pair's gap (a on group ga <= b's group gb) shrinks at most as fast as b
+        # moves relative to a's group, and only joints ga + 1 .. gb move b relative to a:
+        # sum over those j of w_bj |dq_j| (w_bj bounds b's distance from joint j's axis).
+        w = c.weights[order]
+        ga, gb = group[self.pair_a], group[self.pair_b]
+        lo, hi = np.minimum(ga, gb), np.maximum(ga, gb)
+        later = np.where((gb >= ga)[:, None], w[self.pair_b], w[self.pair_a])
+        joint = np.arange(1, n + 1)
+        between = (joint[None] > lo[:, None]) & (joint[None] <= hi[:, None])
+        self._weights = np.vstack((w[: self.n_env], later * between))  # (E + P, n)
+        # Body pairs (their bounding spheres contain their spheres): a body pair whose bounds
+        # keep ``margin`` apart needs none of its sphere pairs (larger batches only, where the
+        # bookkeeping pays). Sphere pairs of body pair i: pair_a[start[i]:start[i + 1]].
+        ba, bb = c.body_pair_a, c.body_pair_b
+        self._bpa, self._bpb = self.count + ba, self.count + bb
+        self._bp_r = (c.bound_radius[ba] + c.bound_radius[bb])[:, None]
+        self._bp_counts = np.diff(c.body_pair_start)
+        wb = c.weights_all[n_sph:]
+        gba, gbb = bound_group[ba], bound_group[bb]
+        lo, hi = np.minimum(gba, gbb), np.maximum(gba, gbb)
+        later = np.where((gbb >= gba)[:, None], wb[bb], wb[ba])
+        between = (joint[None] > lo[:, None]) & (joint[None] <= hi[:, None])
+        # Rows: obstacle spheres (E), body pairs (Pb), sphere pairs (P).
+        self._weights_all = np.vstack(
+            (w[: self.n_env], later * between, self._weights[self.n_env :])
+        )
+
+    def set_reach(self, center: np.ndarray, reach: float) -> None:
+        """Skip the per-axis clipping of field indices when every sphere centre stays within
+        ``reach`` m of ``center`` (3,) (a fixed point: joint 1's anchor origin) and that ball
+        lies inside the grid with a node to spare."""
+        f = self.field
+        lo = np.floor((center - reach - (f.origin - 0.5 * f.h)) / f.h) - 1
+        hi = np.floor((center + reach - (f.origin - 0.5 * f.h)) / f.h) + 1
+        self._need_clip = not (np.all(lo >= 1) and np.all(hi <= np.asarray(f.shape) - 2))
+
+    # ----------------------------------------------------------------------------- kinematics
+    def rotations(self, q: np.ndarray) -> np.ndarray:
+        """Anchor rotations R_1 .. R_n as (9 n, N) (row ``9 (k - 1) + 3 i + j``: ``R_k[i, j]``)
+        of configurations q (N, n) rad."""
+        count, n = q.shape
+        if count <= _SMALL:
+            return self._rotations_small(q)
+        cos, sin = np.cos(q.T), np.sin(q.T)
+        rot = np.empty((n, 3, 3, count))
+        g = self._first
+        np.multiply(g[:, 3:6, None], cos[0], out=rot[0])
+        rot[0] += g[:, 0:3, None]
+        rot[0] += g[:, 6:9, None] * sin[0]
+        for k in range(1, n):
+            g = np.matmul(self._k_t[k], rot[k - 1])  # (3, 9, N): rows of R_{k-1} times K_k
+            out = rot[k]
+            np.multiply(g[:, 3:6], cos[k], out=out)
+            out += g[:, 0:3]
+            g6 = g[:, 6:9]
+            g6 *= sin[k]
+            out += g6
+        return rot.reshape(9 * n, count)
+
+    def _rotations_small(self, q: np.ndarray) -> np.ndarray:
+        """``rotations`` for a few configurations (fewer numpy calls): the joint rotations from
+        one product, then one batched 3x3 product per joint; returned as a transposed view."""
+        count, n = q.shape
+        angles = q @ self._spread  # (N, 2 n + 1): q + pi / 2 (cos), q (sin), pi / 2 (one)
+        angles += self._phase
+        loc = np.sin(angles, out=angles) @ self._trig
+        loc = loc.reshape(count, n, 3, 3)
+        for k in range(1, n):  # in place: loc[:, k] becomes R_k
+            np.matmul(loc[:, k - 1], loc[:, k], out=loc[:, k])
+        return loc.reshape(count, 9 * n).T
+
+    def grid_centers(self, q: np.ndarray) -> np.ndarray:
+        """Centres (S + B, 3, N) in grid units of configurations q (N, n): the spheres (kernel
+        order), then the bounding sphere of every body."""
+        rot = self.rotations(q)
+        u = self._m @ rot if len(q) <= _SMALL else matmul_cols(self._m, rot)
+        u += self._y0
+        return u.reshape(self._total, 3, len(q))
+
+    def centers(self, q: np.ndarray) -> np.ndarray:
+        """Sphere centres (N, S, 3) m in the base frame (kernel order)."""
+        u = self.grid_centers(q)[: self.count].transpose(2, 0, 1)
+        return u * self.h + (self.field.origin - 0.5 * self.h)
+
+    # ------------------------------------------------------------------------------ validity
+    def evaluate(
+        self, q: np.ndarray, dq: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(free (N,), certified half widths (N,) or None) for configurations q (N, n) inside
+        the limits; ``dq`` (N, n): |qb - qa| of each sample's segment, or (n,): of all
+        (module doc)."""
+        if len(q) <= _CHUNK:
+            return self._evaluate(q, dq)
+        parts = [
+            self._evaluate(
+                q[s : s + _CHUNK], dq if dq is None or dq.ndim == 1 else dq[s : s + _CHUNK]
+            )
+            for s in range(0, len(q), _CHUNK)
+        ]
+        ok = np.concatenate([p[0] for p in parts])
+        return ok, None if dq is None else np.concatenate([p[1] for p in parts])
+
+    def _evaluate(self, q, dq):
+        e = self.n_env
+        u = self.grid_centers(q)
+        idx = u[:e].astype(np.intp)  # (E, 3, N) nearest nodes
+        if self._need_clip:
+            np.clip(idx, 0, self._upper, out=idx)
+        values = self.field._flat.take(self._strides @ idx)
+        if len(q) > _SMALL and len(self._bpa):
+            return self._evaluate_pruned(u, values, dq)
+        # Clearances (E + P, N) m: spheres from the obstacles, then sphere pairs.
+        gap = np.empty((e + len(self.pair_a), len(q)))
+        np.subtract(values, self._env_r, out=gap[:e])
+        if len(self.pair_a):
+            d = u.take(self.pair_a, axis=0)
+            d -= u.take(self.pair_b, axis=0)
+            pair = gap[e:]
+            np.einsum("pkn,pkn->pn", d, d, out=pair)
+            np.sqrt(pair, out=pair)
+            pair *= self.h
+            pair -= self._pair_r
+        if gap.min() >= self.margin:  # one contiguous reduction in the common all-free case
+            ok = np.ones(len(q), dtype=bool)
+        else:
+            ok = gap.min(axis=0) >= self.margin
+        if dq is None:
+            return ok, None
+        if dq.ndim == 1:  # one segment for every sample
+            motion = (self._weights @ dq)[:, None]
+        elif len(q) <= _SMALL:
+            motion = self._weights @ dq.T
+        else:
+            motion = matmul_cols(self._weights, dq.T)
+        np.maximum(motion, 1e-12, out=motion)  # (E + P, N) motion bounds over the segment
+        gap /= motion
+        return ok, gap.min(axis=0)
+
+    def _evaluate_pruned(self, u, values, dq):
+        """``_evaluate`` after the field lookups, with the sphere pairs of only those body pairs
+        whose bounding spheres come within ``margin`` in some configuration of the batch; the
+        others count with their bounds' gap (a lower bound of all their sphere pairs' gaps)."""
+        e, count = self.n_env, u.shape[2]
+        d = u.take(self._bpa, axis=0)
+        d -= u.take(self._bpb, axis=0)
+        body_gap = np.sqrt(np.einsum("pkn,pkn->pn", d, d))
+        body_gap *= self.h
+        body_gap -= self._bp_r  # (Pb, N)
+        near = body_gap.min(axis=1) < self.margin
+        far = (~near).nonzero()[0]
+        pairs = np.repeat(near, self._bp_counts).nonzero()[0]
+        nf = len(far)
+        gap = np.empty((e + nf + len(pairs), count))
+        np.subtract(values, self._env_r, out=gap[:e])
+        gap[e : e + nf] = body_gap[far]
+        if len(pairs):
+            d = u.take(self.pair_a[pairs], axis=0)
+            d -= u.take(self.pair_b[pairs], axis=0)
+            pair = gap[e + nf :]
+            np.einsum("pkn,pkn->pn", d, d, out=pair)
+            np.sqrt(pair, out=pair)
+            pair *= self.h
+            pair -= self._pair_r[pairs]
+        if gap.min() >= self.margin:
+            ok = np.ones(count, dtype=bool)
+        else:
+            ok = gap.min(axis=0) >= self.margin
+        if dq is None:
+            return ok, None
+        rows = np.concatenate((np.arange(e), e + far, e + len(self._bpa) + pairs))
+        w = self._weights_all.take(rows, axis=0)
+        motion = (w @ dq)[:, None] if dq.ndim == 1 else matmul_cols(w, dq.T)
+        np.maximum(motion, 1e-12, out=motion)
+        gap /= motion
+        return ok, gap.min(axis=0)
