@@ -48,6 +48,7 @@ from twin.robot import (
     RobotState,
     hold_command,
     joint_torque,
+    robot_state,
 )
 from twin.scenes import Scene
 
@@ -65,6 +66,7 @@ FT_JOINT, IMU_LINK, TCP_LINK = "ft_sensor_joint", "imu", "tcp"
 HOLD_KP = (150.0, 250.0, 150.0, 25.0, 25.0, 8.0)
 HOLD_KD = (9.0, 12.0, 6.5, 0.7, 0.75, 0.08)
 _FT_STALE_PERIODS = 3  # F/T sample older than this many sensor periods: Health.FT_STALE
+_OK, _WATCHDOG = Health.OK, Health.WATCHDOG  # enum member lookups are slow on Python 3.11
 
 
 @dataclass(frozen=True)
@@ -227,15 +229,13 @@ class PyBulletRobot(Robot):
         """The state at the end of the last physics step: ``tau`` is the torque applied in it;
         ``wrench``/``imu`` are the sensors' latest samples (``None`` before their first sample)."""
         self._check_open()
-        health = Health.WATCHDOG if self._holding else Health.OK
+        health = _WATCHDOG if self._holding else _OK
         w = self._ft.latest
         if w is not None and self._t_us - w.t_us > _FT_STALE_PERIODS * self._ft.period_us:
             health |= Health.FT_STALE
         q, qd, tau = self._q, self._qd, self._tau  # fresh arrays each physics step: share them
         q.flags.writeable = qd.flags.writeable = tau.flags.writeable = False
-        return RobotState(
-            self._t_us, q, qd, tau, w, self._imu.latest, health
-        )  # positional: hot path
+        return robot_state(self._t_us, q, qd, tau, w, self._imu.latest, health)
 
     def _apply(self, command: JointCommand) -> None:
         self._check_open()

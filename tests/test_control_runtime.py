@@ -331,3 +331,41 @@ def test_absurdly_large_outputs_count_as_non_finite(rt):
     assert rt.output_limit > 1e18
     rt.input_buffer("float_input")[:] = [rt.output_limit / 4, 0.0, 0.0]
     assert rt.evaluate() and rt.outputs_finite() and rt.non_finite_outputs() == []
+
+
+def test_both_run_paths_give_the_same_outputs(simple_path):
+    """``evaluate`` calls onnxruntime's compiled entry point when the installed wrapper exposes
+    it, else the public ``run_with_iobinding``: both fill the bound buffers alike."""
+    import onnxruntime as ort
+
+    from twin.control.runtime import _runner
+
+    class PublicOnly:  # a wrapper without the compiled session attribute
+        def __init__(self, session):
+            self.session, self.calls = session, 0
+
+        def run_with_iobinding(self, binding):
+            self.calls += 1
+            return self.session.run_with_iobinding(binding)
+
+    session = ort.InferenceSession(str(simple_path), providers=["CPUExecutionProvider"])
+    results = []
+    for wrap in (lambda s: s, PublicOnly):
+        x = np.array([[1.0, -2.0, 4.0]], np.float32)
+        out = np.zeros((1, 3), np.float32)
+        binding = session.io_binding()
+        for name, value in (("float_input", x), ("init_float_input", np.ones((1, 3), np.float32))):
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value))
+        for name in ("int_input", "int64_input", "bool_input"):
+            dtype = {"int_input": np.int32, "int64_input": np.int64, "bool_input": np.bool_}[name]
+            binding.bind_ortvalue_input(
+                name, ort.OrtValue.ortvalue_from_numpy(np.zeros((1, 3), dtype))
+            )
+        binding.bind_ortvalue_output("float_output", ort.OrtValue.ortvalue_from_numpy(out))
+        wrapped = wrap(session)
+        _runner(wrapped, binding)()
+        results.append(out.copy())
+        if isinstance(wrapped, PublicOnly):
+            assert wrapped.calls == 1
+    np.testing.assert_array_equal(results[0], [[3.0, -3.0, 9.0]])
+    np.testing.assert_array_equal(results[1], results[0])

@@ -1,9 +1,18 @@
 """The robot interface's command validation and control law, backend-free."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from twin.robot import CommandWatchdog, JointCommand, joint_torque
+from twin.robot import (
+    CommandWatchdog,
+    Health,
+    JointCommand,
+    RobotState,
+    joint_torque,
+    robot_state,
+)
 
 NAMES = tuple(f"joint_{i}" for i in range(1, 7))
 LIMITS = np.array([19.0, 38.0, 19.0, 4.1, 7.4, 4.1])
@@ -66,3 +75,40 @@ def test_watchdog_expires_only_after_its_timeout():
     assert not CommandWatchdog(None).expired(10**12)
     with pytest.raises(ValueError, match="positive number of seconds"):
         CommandWatchdog(0.0)
+
+
+def test_a_command_over_one_staging_array_validates_like_any_other():
+    rows = np.zeros((5, 6))
+    cmd = JointCommand.from_rows(rows)
+    rows[0] = np.arange(6.0)  # q_des
+    rows[2] = [100.0, -100.0, 1.0, 0.0, 8.0, -4.0]  # tau_ff, clamped when validated
+    rows[3], rows[4] = 10.0, 1.0
+    out = cmd.validated(NAMES, LIMITS)
+    np.testing.assert_array_equal(out.q_des, np.arange(6.0))
+    np.testing.assert_array_equal(out.tau_ff, [19.0, -38.0, 1.0, 0.0, 7.4, -4.0])
+    np.testing.assert_array_equal(out.kp, 10.0)
+    np.testing.assert_array_equal(out.qd_des, 0.0)
+    rows[:] = 7.0  # the validated copy does not follow the staging array
+    assert out.q_des[0] == 0.0 and not out.kd.flags.writeable and cmd.q_des[0] == 7.0
+    rows[3, 4] = np.nan
+    with pytest.raises(ValueError, match=r"kp for joint 'joint_5' \(index 4\) is nan"):
+        cmd.validated(NAMES, LIMITS)
+    with pytest.raises(ValueError, match=r"q_des must have shape \(6,\).*got \(5,\)"):
+        JointCommand.from_rows(np.zeros((5, 5))).validated(NAMES, LIMITS)
+
+
+@pytest.mark.parametrize("rows", [np.zeros((4, 6)), np.zeros((5, 6), np.float32), [[0.0] * 6] * 5])
+def test_from_rows_needs_one_float64_array_of_five_rows(rows):
+    with pytest.raises(ValueError, match=r"float64 array of shape \(5, n\)"):
+        JointCommand.from_rows(rows)
+
+
+def test_robot_state_builds_the_same_frozen_snapshot_as_the_constructor():
+    q = np.arange(6.0)
+    fast = robot_state(5, q, q + 1, q + 2, None, None, Health.WATCHDOG)
+    slow = RobotState(5, q, q + 1, q + 2, None, None, Health.WATCHDOG)
+    assert repr(fast) == repr(slow) and fast.q is q and fast.health is Health.WATCHDOG
+    defaults = robot_state(1, q, q, q)
+    assert defaults.wrench is None and defaults.imu is None and defaults.health is Health.OK
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.t_us = 6

@@ -50,6 +50,8 @@ for _a in (_ZERO3, _IDENTITY_Q):
 #: Health flags that make a snapshot unusable for control.
 BAD_HEALTH = Health.DISCONNECTED | Health.JOINTS_STALE
 _Q_DES, _QD_DES, _TAU_FF, _KP, _KD = range(5)
+#: The joint index of a group that is all of the robot's joints in order.
+_ALL = slice(None)
 
 
 class RobotStateAdapter(RobotStateInterface):
@@ -80,10 +82,8 @@ class RobotStateAdapter(RobotStateInterface):
         )
         self._pending = np.zeros((5, n))
         self._last_sent = self._pending.copy()
-        p = self._pending  # the command's fields are views of the staging rows
-        self._command = JointCommand(
-            q_des=p[_Q_DES], qd_des=p[_QD_DES], tau_ff=p[_TAU_FF], kp=p[_KP], kd=p[_KD]
-        )
+        self._command = JointCommand.from_rows(self._pending)  # fields: the staging rows
+        self._rows = tuple(self._pending)  # the same rows, by field (_Q_DES ... _KD)
         self._commanded = np.zeros(n, dtype=bool)
         self._dirty = False
         self._groups: dict[int, tuple[JointGroupInfo, np.ndarray | slice]] = {}
@@ -119,7 +119,7 @@ class RobotStateAdapter(RobotStateInterface):
         if entry is None or entry[0] is not group:
             index = np.array([self._joint(j) for j in group.joints()], dtype=np.intp)
             if np.array_equal(index, np.arange(len(self._index))):
-                index = slice(None)
+                index = _ALL
             entry = (group, index)
             self._groups[id(group)] = entry
         return entry[1]
@@ -217,13 +217,15 @@ class RobotStateAdapter(RobotStateInterface):
     def joint_positions(self, group: JointGroupInfo, out: np.ndarray) -> bool:
         if self._state is None:
             return False
-        out[:] = self._state.q[self._group(group)]
+        index = self._group(group)
+        out[:] = self._state.q if index is _ALL else self._state.q[index]
         return True
 
     def joint_velocities(self, group: JointGroupInfo, out: np.ndarray) -> bool:
         if self._state is None:
             return False
-        out[:] = self._state.qd[self._group(group)]
+        index = self._group(group)
+        out[:] = self._state.qd if index is _ALL else self._state.qd[index]
         return True
 
     def _set(self, row: int, info: JointInfo, value: float) -> bool:
@@ -248,6 +250,15 @@ class RobotStateAdapter(RobotStateInterface):
 
     def set_joint_targets(self, group, position, velocity, effort, p_gain, d_gain) -> bool:
         index, p = self._group(group), self._pending
+        if index is _ALL:  # the robot's joints in order: whole rows (the common case)
+            q_des, qd_des, tau_ff, kp, kd = self._rows
+            q_des[:] = position
+            qd_des[:] = velocity
+            tau_ff[:] = effort
+            kp[:] = p_gain
+            kd[:] = d_gain
+            self._dirty = True
+            return True
         p[_Q_DES, index] = position
         p[_QD_DES, index] = velocity
         p[_TAU_FF, index] = effort
