@@ -9,7 +9,8 @@ in-memory test robot if PyBullet is missing), every call a full cycle: robot.rea
 inference, NaN check, outputs, one robot.write (which validates the command). The two are
 measured in interleaved blocks so that both see the same machine load. Targets: median update
 <= 2x the bare run, update p99 < 100 us; the bare run's own p99 is printed beside it, since
-on a shared machine preemption sets both tails.
+on a shared machine preemption sets both tails. The controller's own overhead per cycle (update
+minus the inference inside it, median and p99) is printed too.
 
 Then: where an update's time goes, from a second (instrumented) pass that times robot.read,
 robot.write and the inference inside each cycle, beside the same calls timed alone (back to
@@ -297,6 +298,11 @@ def main() -> None:
         f"(target < 100; the bare session.run's own p99 here: {p99(bare):.1f} us)"
     )
     rest = parts["update"] - parts["inference"] - parts["read"] - parts["write"]
+    overhead = parts["update"] - parts["inference"]  # per cycle: what update adds to inference
+    print(
+        f"controller overhead per cycle (update minus its own inference, instrumented pass): "
+        f"median {med(overhead):.1f} us, p99 {p99(overhead):.1f} us"
+    )
     print_table(
         f"where update() spends its time: in the cycle (instrumented pass, {repeats // 2} cycles) "
         "vs the same call alone, back to back",
@@ -346,6 +352,8 @@ def main() -> None:
             "in_cycle_read_median_us": med(parts["read"]),
             "in_cycle_write_median_us": med(parts["write"]),
             "in_cycle_controller_median_us": med(rest),
+            "overhead_median_us": med(overhead),
+            "overhead_p99_us": p99(overhead),
             "evaluate_alone_median_us": med(t["evaluate"]),
             "update_tcp_twist_median_us": med(body["TCP position + twist"]["update"]),
             "update_tcp_pose_twist_median_us": med(

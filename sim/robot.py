@@ -211,7 +211,7 @@ class PyBulletRobot(Robot):
             p = self._payload
             self.attach_payload(p.mass, p.com, p.radius)
         self._sense_joints(self._engine.joint_states(ARM, self._state_joints))
-        self._tau = np.zeros(6)
+        self._tau = _read_only(np.zeros(6))
         self._ft.restart()
         self._ft.latest = None
         self._imu.restart(self._t_us + 1)
@@ -233,9 +233,8 @@ class PyBulletRobot(Robot):
         w = self._ft.latest
         if w is not None and self._t_us - w.t_us > _FT_STALE_PERIODS * self._ft.period_us:
             health |= Health.FT_STALE
-        q, qd, tau = self._q, self._qd, self._tau  # fresh arrays each physics step: share them
-        q.flags.writeable = qd.flags.writeable = tau.flags.writeable = False
-        return robot_state(self._t_us, q, qd, tau, w, self._imu.latest, health)
+        # Read-only arrays made afresh by each physics step (and reset/follow): shared, not copied.
+        return robot_state(self._t_us, self._q, self._qd, self._tau, w, self._imu.latest, health)
 
     def _apply(self, command: JointCommand) -> None:
         self._check_open()
@@ -281,11 +280,12 @@ class PyBulletRobot(Robot):
             ft_observe(t, sft[2])
             if t + imu_dt_us >= imu.next_us:
                 imu_observe(t, link_state())
-        self._q, self._qd, self._tau, self._n, self._t_us = q, qd, u, n, t
+        x.flags.writeable = u.flags.writeable = False  # the state's arrays: read-only views
+        self._q, self._qd, self._tau, self._n, self._t_us = x[:6], x[6:], u, n, t
 
     def _sense_joints(self, states: tuple) -> None:
-        self._q = np.array([s[0] for s in states[:6]])
-        self._qd = np.array([s[1] for s in states[:6]])
+        self._q = _read_only(np.array([s[0] for s in states[:6]]))
+        self._qd = _read_only(np.array([s[1] for s in states[:6]]))
 
     def _hold(self, q: np.ndarray, previous: JointCommand | None) -> JointCommand:
         """Hold ``q``: ``hold_command``'s gains, the default gains on joints it leaves without
@@ -338,7 +338,11 @@ class PyBulletRobot(Robot):
         prediction = self._follower.predict(
             q, qd, int(t_us), self._payload, round(accel_window_s * 1e6)
         )
-        self._q, self._qd, self._follow_t_us = q, qd, int(t_us)
+        self._q, self._qd, self._follow_t_us = (
+            _read_only(q.copy()),
+            _read_only(qd.copy()),
+            int(t_us),
+        )
         return prediction
 
     def set_external_force(self, force: np.ndarray | None, link: str = TCP_LINK) -> None:
@@ -393,6 +397,11 @@ class PyBulletRobot(Robot):
 
     def __enter__(self) -> PyBulletRobot:
         return self
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 def _joint_vector(value, name: str) -> np.ndarray:

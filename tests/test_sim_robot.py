@@ -81,6 +81,10 @@ def test_interface_basics():
         assert state.wrench is not None and state.imu is not None
         with pytest.raises(ValueError):
             state.q[0] = 1.0  # snapshots are read-only
+        robot.follow(robot.model.home_q, np.zeros(6))
+        for made_by in (robot.read(), robot.reset()):  # after step, follow and reset
+            assert not any(a.flags.writeable for a in (made_by.q, made_by.qd, made_by.tau))
+        assert not any(a.flags.writeable for a in (state.q, state.qd, state.tau))
     robot.close()  # idempotent
     with pytest.raises(RobotClosedError):
         robot.read()
