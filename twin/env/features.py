@@ -63,7 +63,7 @@ def tcp_chain(arm) -> list[tuple[object, float, np.ndarray]]:
     centre of mass (3,) m in the link frame: the data of ``gravity_offset`` (and of the graph)."""
     tree = arm.tree
     chain = []
-    for edge in tree._paths[tree.index["tcp"]]:
+    for edge in tree.path("tcp"):
         inertial = arm.link_inertial(tree.link_names[edge.link])
         mass = 0.0 if inertial is None else float(inertial.mass)
         com = np.zeros(3) if inertial is None else np.asarray(inertial.com, float)

@@ -133,7 +133,7 @@ class LinkChain:
         self._joints: dict[int, tuple[list[Value], list[Value]]] = {}  # q index -> (z, p)
         self._pose_w = _Writer()  # the chain product
         self._jac_w = _Writer()  # Jacobian columns (after the pose)
-        frame = self._chain(tree._paths[tree.index[link]])
+        frame = self._chain(tree.path(link))
         pose = self._pose_w.matrix([*frame, [0.0, 0.0, 0.0, 1.0]])
         jac = self._pose_w.matrix(self._jacobian_rows(self._columns(frame)))
         body, extra = "\n".join(self._pose_w.lines), "\n".join(self._jac_w.lines)

@@ -78,6 +78,12 @@ class KinematicTree:
             self._paths[e.link] = (*parent_path, e)
         self._paths[0] = ()
 
+    def path(self, link: str) -> tuple[_Edge, ...]:
+        """The edges (joints) from the root down to ``link``, ancestors first; each edge has its
+        ``link`` and ``parent`` indices (into ``link_names``), ``q_index`` (-1 for a fixed joint)
+        and its origin and axis in the parent frame."""
+        return self._paths[self.index[link]]
+
     def path_joints(self, link: str) -> tuple[int, ...]:
         """Indices into ``q`` of the movable joints between the root and ``link``."""
         return tuple(e.q_index for e in self._paths[self.index[link]] if e.q_index >= 0)
