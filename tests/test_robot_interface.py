@@ -1,6 +1,8 @@
 """The robot interface's command validation and control law, backend-free."""
 
+import copy
 import dataclasses
+import pickle
 
 import numpy as np
 import pytest
@@ -112,3 +114,13 @@ def test_robot_state_builds_the_same_frozen_snapshot_as_the_constructor():
     assert defaults.wrench is None and defaults.imu is None and defaults.health is Health.OK
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.t_us = 6
+
+
+def test_copies_and_pickles_of_a_staging_command_follow_their_own_fields():
+    rows = np.zeros((5, 6))
+    rows[3] = 10.0
+    for duplicate in (copy.copy, copy.deepcopy, lambda c: pickle.loads(pickle.dumps(c))):
+        other = duplicate(JointCommand.from_rows(rows))
+        other.q_des[:] = 0.5  # (a deep copy or a pickle owns new arrays; a shallow copy not)
+        np.testing.assert_array_equal(other.validated(NAMES, LIMITS).q_des, 0.5)
+        rows[0] = 0.0

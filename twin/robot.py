@@ -148,6 +148,10 @@ class JointCommand:
         object.__setattr__(command, "_rows", rows)
         return command
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickles and copies keep the five fields only: they are not tied to a staging array."""
+        return {name: self.__dict__[name] for name in COMMAND_FIELDS}
+
     def validated(self, joint_names: tuple[str, ...], effort_limits: np.ndarray) -> JointCommand:
         """A read-only float copy with shapes checked, bad values refused and ``tau_ff`` clamped.
 
