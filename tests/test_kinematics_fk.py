@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -247,7 +248,7 @@ def test_tree_path_runs_from_the_root_to_the_link_through_each_parent():
     tree = ArmModel.default().tree
     path = tree.path("tcp")
     assert tree.link_names[path[-1].link] == "tcp" and path[0].parent == 0  # 0: the root
-    for parent, child in zip(path, path[1:]):
+    for parent, child in itertools.pairwise(path):
         assert child.parent == parent.link
     assert [e.q_index for e in path if e.q_index >= 0] == list(range(6))
     assert tree.path_joints("tcp") == tuple(range(6))
