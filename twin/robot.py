@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 import enum
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -179,10 +180,8 @@ class JointCommand:
             finite = False  # let the slow path find (or not) the bad value
         if not finite or min(values[3 * n :]) < 0.0:
             self._raise_value_error(stacked, joint_names)
-        tau_ff = values[2 * n : 3 * n]
-        smallest = min(effort_limits.tolist())
-        if max(tau_ff) > smallest or min(tau_ff) < -smallest:  # only then clamp per joint
-            np.clip(stacked[2], -effort_limits, effort_limits, out=stacked[2])
+        if any(map(operator.gt, map(abs, values[2 * n : 3 * n]), effort_limits.tolist())):
+            np.clip(stacked[2], -effort_limits, effort_limits, out=stacked[2])  # tau_ff
         stacked.flags.writeable = False
         out = object.__new__(JointCommand)  # frozen: fill the instance dict directly
         fields = out.__dict__
