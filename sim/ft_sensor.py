@@ -35,33 +35,20 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from operator import gt
 
 import numpy as np
 
 from twin.robot import FtSensorDevice, FtStatus, WrenchSample
+from twin.sensors.bota_commands import BAUD_BY_CODE as BAUD_CODES
+from twin.sensors.bota_commands import BotaCommandInterpreter, check_sinc
+from twin.sensors.bota_commands import BotaSettings as DeviceSettings
 from twin.spatial import quaternion
 
 ADC_CLOCK_HZ = 51200  # output rate = ADC_CLOCK_HZ / sinc_length (specs/bota-serial.md)
-SINC_MIN, SINC_MAX = 64, 2048  # standard sensors (specs/bota-serial.md)
-FRAME_BYTES = 37
-BITS_PER_BYTE_8N1 = 10
-BAUD_CODES = {
-    0: 9600,
-    1: 57600,
-    2: 115200,
-    3: 230400,
-    4: 460800,
-    5: 921600,
-    7: 500000,
-    8: 1000000,
-    9: 2000000,
-}
 SATURATION_FACTOR = 1.5  # INVALID (saturation) beyond this multiple of the measuring range
 REFERENCE_TEMPERATURE_C = 25.0
-REPLY_OK, REPLY_REJECTED, REPLY_BAD_ARGUMENT = 0, 1, 2  # acknowledgement codes r,0,<cmd>,<code>
-COMMAND_MAX_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -87,7 +74,7 @@ class FtSensorConfig:
     product_name: str = "SensONE-sim"
 
     def __post_init__(self) -> None:
-        _check_sinc(self.sinc_length)
+        check_sinc(self.sinc_length)
         for name in ("noise_std", "bias", "range", "thermal_bias_per_c"):
             arr = np.asarray(getattr(self, name), float)
             if arr.shape != (6,) or not np.all(np.isfinite(arr)):
@@ -100,32 +87,6 @@ class FtSensorConfig:
             raise ValueError(
                 f"FtSensorConfig.baud_code {self.baud_code} not in {sorted(BAUD_CODES)}"
             )
-
-
-def _check_sinc(sinc: int) -> None:
-    if not (isinstance(sinc, int | np.integer) and SINC_MIN <= sinc <= SINC_MAX):
-        raise ValueError(
-            f"sinc_length must be an integer in [{SINC_MIN}, {SINC_MAX}], got {sinc!r}"
-        )
-
-
-@dataclass
-class DeviceSettings:
-    """The device's configurable state (what ``c``, ``f``, ``b``, ``m`` change; ``s`` saves)."""
-
-    temp_comp: int = 0
-    use_calibration: int = 1
-    data_format: int = 0
-    baud_code: int = 4
-    sinc_length: int = 256
-    chop: int = 0
-    fast: int = 0
-    fir_disable: int = 1
-    offsets: np.ndarray = field(default_factory=lambda: np.zeros(6))
-    calibration: np.ndarray = field(default_factory=lambda: np.eye(6))
-
-    def copy(self) -> DeviceSettings:
-        return replace(self, offsets=self.offsets.copy(), calibration=self.calibration.copy())
 
 
 def reaction_to_sensor(link_T_inertial: np.ndarray) -> np.ndarray:
@@ -146,7 +107,8 @@ class FtSensorModel:
     """Turns the per-physics-step reaction into sampled ``WrenchSample``s (module doc).
 
     ``observe`` is called once per physics step with the integer time (us) and the raw reaction
-    tuple; ``latest`` is the held output sample.
+    tuple; ``latest`` is the held output sample. ``settings`` are the device settings in force
+    (``SimFtDevice`` installs its active settings here on ``R``, ``I`` and ``#``).
     """
 
     def __init__(
@@ -171,7 +133,6 @@ class FtSensorModel:
         self._has_thermal = bool(self._thermal.any())
         self._has_noise = bool(self._noise.any())
         self.settings = DeviceSettings(baud_code=config.baud_code, sinc_length=config.sinc_length)
-        self.saved = self.settings.copy()
         self.streaming = True
         self._ring: deque = deque(maxlen=1)
         self._average_maps: dict[int, np.ndarray] = {}
@@ -188,13 +149,8 @@ class FtSensorModel:
         self.window = max(1, round(period_s / self.physics_dt)) if self.config.lowpass else 1
         self._ring = deque(self._ring, maxlen=self.window)
         self._instant_num = sinc * 625  # nominal instants k * sinc * 625 / 32 us
-        line_rate = BAUD_CODES[self.settings.baud_code] / (FRAME_BYTES * BITS_PER_BYTE_8N1)
-        rate = ADC_CLOCK_HZ / sinc
-        too_slow = rate > line_rate or period_s < self.physics_dt * (1.0 - 1e-9)
-        status = FtStatus.APP_TOO_SLOW if too_slow else FtStatus.OK
-        if not self.settings.use_calibration:
-            status |= FtStatus.RAW
-        self._status = status
+        # too slow also when the output rate exceeds the physics rate
+        self._status = self.settings.status(period_s < self.physics_dt * (1.0 - 1e-9))
         self._identity_cal = bool(np.array_equal(self.settings.calibration, np.eye(6)))
         self._has_offsets = bool(self.settings.offsets.any())
 
@@ -270,105 +226,35 @@ class FtSensorModel:
         return m
 
 
-class SimFtDevice(FtSensorDevice):
+class SimFtDevice(BotaCommandInterpreter, FtSensorDevice):
     """The simulated sensor's ASCII configuration interface (``specs/bota-serial.md``).
 
-    Replies: ``r,0,<cmd>,<code>`` with code 0 success, 1 rejected (the command needs
-    configuration mode, entered with ``C``), 2 bad or unknown arguments; ``p?`` answers
-    ``p,0,<serial>,0,0,<product>`` then ``r,0,p,0``; ``w`` prints the configuration lines then
-    ``r,0,w,0``; ``I`` (soft reset) answers ``App Init``; ``#`` (hardware reset) answers nothing.
-    Both resets reload the saved settings and resume streaming. Settings take effect on ``R``
-    (back to run mode), as on the device.
+    The commands and replies are ``twin.sensors.bota_commands``' (``p?`` answers
+    ``p,0,<serial>,0,0,<product>`` from the ``FtSensorConfig``; both data formats are accepted).
+    The sensor model follows: it stops streaming on ``C``; on ``R``, ``I`` and ``#`` it takes the
+    active settings, restarts its filter and output grid and streams again.
+    ``sinc_length`` is the configured (pending) value, as the ``w`` dump shows it.
     """
 
     def __init__(self, model: FtSensorModel, clock_us: Callable[[], int]) -> None:
+        c = model.config
+        super().__init__(model.settings, serial_number=c.serial_number, product_name=c.product_name)
         self._model = model
         self._clock_us = clock_us  # () -> current simulated time (us)
+        self._restarts_seen = self.restarts
+        model.settings = self.active
 
     @property
     def sinc_length(self) -> int:
-        return self._model.sinc_length
-
-    @property
-    def in_config_mode(self) -> bool:
-        return not self._model.streaming
+        return self.pending.sinc_length
 
     def command(self, text: str, timeout_s: float = 1.0) -> str:
-        cmd = text.strip()
-        if not cmd or len(cmd) > COMMAND_MAX_CHARS:
-            raise ValueError(f"a sensor command is 1..{COMMAND_MAX_CHARS} characters, got {text!r}")
-        head, model = cmd[0], self._model
-        if head == "C":
-            model.streaming = False
-            return _ack("C")
-        if head == "R":
+        reply = self.reply(text)
+        model = self._model
+        model.streaming = self.streaming
+        if self.restarts != self._restarts_seen:  # R, I or #: the active settings take effect
+            self._restarts_seen = self.restarts
+            model.settings = self.active
             model.apply_settings()
             model.restart()
-            model.streaming = True
-            return _ack("R")
-        if head in "I#":
-            model.settings = model.saved.copy()
-            model.apply_settings()
-            model.restart()
-            model.streaming = True
-            return "" if head == "#" else "App Init"
-        if head not in "cfbmslwp":
-            return _ack(head, REPLY_BAD_ARGUMENT)
-        if model.streaming:
-            return _ack(head, REPLY_REJECTED)
-        return self._configure(head, cmd)
-
-    def _configure(self, head: str, cmd: str) -> str:
-        model, s = self._model, self._model.settings
-        if head == "s":
-            model.saved = s.copy()
-            return _ack("s")
-        if head == "l":
-            model.settings = model.saved.copy()
-            return _ack("l")
-        if head == "w":
-            return "\r\n".join([*_describe(s), _ack("w")])
-        if head == "p":
-            c = model.config
-            return f"p,0,{c.serial_number},0,0,{c.product_name}\r\n{_ack('p')}"
-        try:
-            if head == "c":
-                t, u, d, b = (int(v) for v in cmd[1:].lstrip(",").split(","))
-                if t not in (0, 1) or u not in (0, 1) or d not in (0, 1) or b not in BAUD_CODES:
-                    raise ValueError(cmd)
-                s.temp_comp, s.use_calibration, s.data_format, s.baud_code = t, u, d, b
-            elif head == "f":
-                sinc, chop, fast, fir = (int(v) for v in cmd[1:].lstrip(",").split(","))
-                _check_sinc(sinc)
-                s.sinc_length, s.chop, s.fast, s.fir_disable = sinc, chop, fast, fir
-            elif head == "b":
-                s.offsets = _six(cmd[1:].lstrip(",").split(","))
-            else:  # m<row>,<six values>
-                row, *values = cmd[1:].split(",")
-                if not 0 <= int(row) < 6:
-                    raise ValueError(cmd)
-                s.calibration[int(row)] = _six(values)
-        except ValueError:
-            return _ack(head, REPLY_BAD_ARGUMENT)
-        return _ack(head)
-
-
-def _six(fields: list[str]) -> np.ndarray:
-    values = np.array([float(v) for v in fields])
-    if values.shape != (6,) or not np.all(np.isfinite(values)):
-        raise ValueError(fields)
-    return values
-
-
-def _ack(head: str, code: int = REPLY_OK) -> str:
-    return f"r,0,{head},{code}"
-
-
-def _describe(s: DeviceSettings) -> list[str]:
-    rows = [f"m{i}," + ",".join(f"{v:9.6f}" for v in s.calibration[i]) for i in range(6)]
-    return [
-        f"c,{s.temp_comp},{s.use_calibration},{s.data_format},{s.baud_code}",
-        f"f,{s.sinc_length},{s.chop},{s.fast},{s.fir_disable}",
-        "b," + ",".join(f"{v:6.3f}" for v in s.offsets),
-        *rows,
-    ]
+        return reply

@@ -17,32 +17,22 @@ import numpy as np
 from hardware.errors import InvalidArgumentError, ProtocolError
 from hardware.protocols.crc import crc16_x25
 from hardware.protocols.stream import FixedFrameParser
+from twin.sensors.bota_commands import BAUD_BY_CODE, SINC_MAX, SINC_MIN
+from twin.sensors.bota_commands import BOOT_BANNER as BOOT_BANNER  # re-exported
+from twin.sensors.bota_commands import COMMAND_MAX_CHARS as MAX_COMMAND_LENGTH
+from twin.sensors.bota_commands import FRAME_BYTES as FRAME_LENGTH
 
 FRAME_HEADER = 0xAA
-FRAME_LENGTH = 37
 _BODY = struct.Struct("<H6fIf")  # bytes 1..34: status, wrench, timestamp, temperature
 _CRC = struct.Struct("<H")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 #: Output period per unit of sinc length: 1 / 51200 s (``period = SINC_PERIOD_S * sinc_length``).
 SINC_PERIOD_S = 0.00001953125
-SINC_MIN, SINC_MAX = 64, 2048  # standard sensors
-MAX_COMMAND_LENGTH = 64
 TIMESTAMP_MODULUS = 1 << 32
 
-#: Baud codes of the ``c`` command (the vendor host driver's table).
-BAUD_CODES: dict[int, int] = {
-    9600: 0,
-    57600: 1,
-    115200: 2,
-    230400: 3,
-    460800: 4,
-    921600: 5,
-    500000: 7,
-    1000000: 8,
-    2000000: 9,
-}
-BOOT_BANNER = "App Init"
+#: Baud code of each baud rate, for the ``c`` command (the vendor host driver's table).
+BAUD_CODES: dict[int, int] = {baud: code for code, baud in BAUD_BY_CODE.items()}
 
 
 class Cmd:
