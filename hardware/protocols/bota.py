@@ -17,10 +17,13 @@ import numpy as np
 from hardware.errors import InvalidArgumentError, ProtocolError
 from hardware.protocols.crc import crc16_x25
 from hardware.protocols.stream import FixedFrameParser
-from twin.sensors.bota_commands import BAUD_BY_CODE, SINC_MAX, SINC_MIN
+from twin.sensors import bota_commands
+from twin.sensors.bota_commands import BAUD_BY_CODE
 from twin.sensors.bota_commands import BOOT_BANNER as BOOT_BANNER  # re-exported
 from twin.sensors.bota_commands import COMMAND_MAX_CHARS as MAX_COMMAND_LENGTH
 from twin.sensors.bota_commands import FRAME_BYTES as FRAME_LENGTH
+from twin.sensors.bota_commands import SINC_MAX as SINC_MAX  # re-exported
+from twin.sensors.bota_commands import SINC_MIN as SINC_MIN  # re-exported
 
 FRAME_HEADER = 0xAA
 _BODY = struct.Struct("<H6fIf")  # bytes 1..34: status, wrench, timestamp, temperature
@@ -73,11 +76,12 @@ def frame_period_s(sinc_length: int) -> float:
 
 
 def check_sinc(sinc_length: int) -> int:
-    if not isinstance(sinc_length, (int, np.integer)) or not SINC_MIN <= sinc_length <= SINC_MAX:
-        raise InvalidArgumentError(
-            f"sinc length must be an integer in [{SINC_MIN}, {SINC_MAX}], got {sinc_length!r}"
-        )
-    return int(sinc_length)
+    """``sinc_length`` as an int by the device's rule (``bota_commands.check_sinc``), raising
+    this backend's ``InvalidArgumentError`` outside it."""
+    try:
+        return bota_commands.check_sinc(sinc_length)
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None
 
 
 def encode_frame(frame: BotaFrame) -> bytes:
