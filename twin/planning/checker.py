@@ -109,8 +109,9 @@ class CollisionChecker:
         self, q: np.ndarray, dq: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Free (N,) for configurations q (N, n) inside the limits and, given ``dq`` (N, n)
-        (the joint steps |qb - qa| of each sample's segment), the half width (N,) of the interval
-        of the segment parameter each free sample certifies (see the module doc)."""
+        (the joint steps |qb - qa| of each sample's segment; (n,) when all share one segment),
+        the half width (N,) of the interval of the segment parameter each free sample certifies
+        (see the module doc)."""
         self._spheres()
         self.checked += len(q)
         return self._kernel.evaluate(q, dq)
@@ -170,18 +171,12 @@ class CollisionChecker:
         # Round 1: coarse samples, both ends included, each certifying an interval.
         n1 = np.ceil(d_max / COARSE_SPACING).astype(int)
         n1[~inside] = 1
-        if len(qa) == 1:
-            owner = np.zeros(n1[0] + 1, dtype=int)
-            offsets = np.zeros(1, dtype=int)
-            t = np.arange(n1[0] + 1) / n1[0]
-        else:
-            owner = np.repeat(np.arange(len(qa)), n1 + 1)
-            offsets = np.cumsum(n1 + 1) - (n1 + 1)
-            t = (np.arange(len(owner)) - offsets[owner]) / n1[owner]
+        owner = np.repeat(np.arange(len(qa)), n1 + 1)
+        offsets = np.cumsum(n1 + 1) - (n1 + 1)
+        t = (np.arange(len(owner)) - offsets[owner]) / n1[owner]
         if inside.all():
             q = qa[owner] + t[:, None] * delta[owner]
-            self.checked += len(q)
-            ok, radius = self._kernel.evaluate(q, dq[owner])
+            ok, radius = self._evaluate(q, dq[owner])
         else:
             ok, radius = self._sample(qa, delta, owner, t, dq, inside[owner])
         start_ok, end_ok = ok[offsets], ok[offsets + n1]
@@ -191,14 +186,10 @@ class CollisionChecker:
         g_owner, g_lo, g_hi = _gaps(owner, t, radius, blocked)
         if len(g_owner):
             step = 2.0 * self.margin / d_max[g_owner]
-            count = np.ceil((g_hi - g_lo) / step).astype(int)
-            np.maximum(count, 1, out=count)
-            s_owner = np.repeat(g_owner, count)
-            j = np.arange(len(s_owner)) - np.repeat(np.cumsum(count) - count, count)
-            s_t = np.repeat(g_lo, count) + (j + 0.5) * np.repeat((g_hi - g_lo) / count, count)
+            s_t, gap = _midpoints(g_lo, g_hi, np.ceil((g_hi - g_lo) / step).astype(int))
+            s_owner = g_owner[gap]
             q = qa[s_owner] + s_t[:, None] * delta[s_owner]
-            self.checked += len(q)
-            blocked[s_owner[~self._kernel.evaluate(q)[0]]] = True
+            blocked[s_owner[~self._free_inside(q)]] = True
         return ~blocked, start_ok, end_ok
 
     def _segment(self, qa: np.ndarray, qb: np.ndarray):
@@ -221,8 +212,7 @@ class CollisionChecker:
             t.flags.writeable = False
         q = np.multiply.outer(t, delta)
         q += qa
-        self.checked += n1 + 1
-        ok, radius = self._kernel.evaluate(q, dq)
+        ok, radius = self._evaluate(q, dq)
         if not ok.all():
             return not_free, ok[:1], ok[-1:]
         # Consecutive samples (1 / n1 apart) leave a gap unless their half widths cover it.
@@ -230,14 +220,12 @@ class CollisionChecker:
         if cover.min() < 1.0 / n1:  # Round 2 (see ``_segments``), in the gaps only
             gap = cover < 1.0 / n1
             lo, hi = t[:-1][gap] + radius[:-1][gap], t[1:][gap] - radius[1:][gap]
-            count = np.ceil((hi - lo) * (d_max / (2.0 * self.margin))).astype(int)
-            np.maximum(count, 1, out=count)
-            j = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-            s_t = np.repeat(lo, count) + (j + 0.5) * np.repeat((hi - lo) / count, count)
+            s_t = _midpoints(
+                lo, hi, np.ceil((hi - lo) * (d_max / (2.0 * self.margin))).astype(int)
+            )[0]
             q = np.multiply.outer(s_t, delta)
             q += qa
-            self.checked += len(q)
-            if not self._kernel.evaluate(q)[0].all():
+            if not self._free_inside(q).all():
                 return not_free, ok[:1], ok[-1:]
         return ok[:1], ok[:1], ok[-1:]
 
@@ -285,6 +273,15 @@ class CollisionChecker:
             if lo > n_steps.max():
                 break
         return np.where(first_bad > n_steps, 1.0, (np.minimum(first_bad, n_steps) - 1) / n_steps)
+
+
+def _midpoints(lo: np.ndarray, hi: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Midpoints of ``count`` (at least 1) equal parts of each interval [lo, hi] (G,): the sample
+    parameters (M,) and the interval (M,) each belongs to."""
+    np.maximum(count, 1, out=count)
+    interval = np.repeat(np.arange(len(count)), count)
+    j = np.arange(len(interval)) - (np.cumsum(count) - count)[interval]
+    return lo[interval] + (j + 0.5) * ((hi - lo) / count)[interval], interval
 
 
 def _gaps(owner: np.ndarray, t: np.ndarray, radius: np.ndarray, blocked: np.ndarray):

@@ -85,7 +85,12 @@ class DistanceField:
         # which the clip keeps on the outer layer as well.
         idx = ((centers - self._half_node) * self._inv_h).astype(np.intp)
         np.clip(idx, 0, self._upper_idx, out=idx)
-        return self._flat[idx @ self._strides]
+        return self.at_nodes(idx @ self._strides)
+
+    def at_nodes(self, flat_index: np.ndarray) -> np.ndarray:
+        """``clearance`` (...,) m at nodes given by flat index ``(i * shape[1] + j) * shape[2] + k``
+        (...,), for callers that find the nearest nodes themselves (``kernel.SphereKernel``)."""
+        return self._flat.take(flat_index)
 
     # ----------------------------------------------------------------------------- patches
     def patch(self, obstacle: Obstacle) -> Patch | None:

@@ -246,46 +246,23 @@ class SphereKernel:
         idx = u[:e].astype(np.intp)  # (E, 3, N) nearest nodes
         if self._need_clip:
             np.clip(idx, 0, self._upper, out=idx)
-        values = self.field._flat.take(self._strides @ idx)
+        values = self.field.at_nodes(self._strides @ idx)
         if len(q) > _SMALL and len(self._bpa):
             return self._evaluate_pruned(u, values, dq)
         # Clearances (E + P, N) m: spheres from the obstacles, then sphere pairs.
         gap = np.empty((e + len(self.pair_a), len(q)))
         np.subtract(values, self._env_r, out=gap[:e])
         if len(self.pair_a):
-            d = u.take(self.pair_a, axis=0)
-            d -= u.take(self.pair_b, axis=0)
-            pair = gap[e:]
-            np.einsum("pkn,pkn->pn", d, d, out=pair)
-            np.sqrt(pair, out=pair)
-            pair *= self.h
-            pair -= self._pair_r
-        if gap.min() >= self.margin:  # one contiguous reduction in the common all-free case
-            ok = np.ones(len(q), dtype=bool)
-        else:
-            ok = gap.min(axis=0) >= self.margin
-        if dq is None:
-            return ok, None
-        if dq.ndim == 1:  # one segment for every sample
-            motion = (self._weights @ dq)[:, None]
-        elif len(q) <= _SMALL:
-            motion = self._weights @ dq.T
-        else:
-            motion = matmul_cols(self._weights, dq.T)
-        np.maximum(motion, 1e-12, out=motion)  # (E + P, N) motion bounds over the segment
-        gap /= motion
-        return ok, gap.min(axis=0)
+            self._pair_gaps(u, self.pair_a, self.pair_b, self._pair_r, gap[e:])
+        return self._verdict(gap, self._weights, dq)
 
     def _evaluate_pruned(self, u, values, dq):
         """``_evaluate`` after the field lookups, with the sphere pairs of only those body pairs
         whose bounding spheres come within ``margin`` in some configuration of the batch; the
         others count with their bounds' gap (a lower bound of all their sphere pairs' gaps)."""
         e, count = self.n_env, u.shape[2]
-        d = u.take(self._bpa, axis=0)
-        d -= u.take(self._bpb, axis=0)
-        body_gap = np.sqrt(np.einsum("pkn,pkn->pn", d, d))
-        body_gap *= self.h
-        body_gap -= self._bp_r  # (Pb, N)
+        body_gap = np.empty((len(self._bpa), count))  # (Pb, N)
+        self._pair_gaps(u, self._bpa, self._bpb, self._bp_r, body_gap)
         near = body_gap.min(axis=1) < self.margin
         far = (~near).nonzero()[0]
         pairs = np.repeat(near, self._bp_counts).nonzero()[0]
@@ -294,22 +271,39 @@ class SphereKernel:
         np.subtract(values, self._env_r, out=gap[:e])
         gap[e : e + nf] = body_gap[far]
         if len(pairs):
-            d = u.take(self.pair_a[pairs], axis=0)
-            d -= u.take(self.pair_b[pairs], axis=0)
-            pair = gap[e + nf :]
-            np.einsum("pkn,pkn->pn", d, d, out=pair)
-            np.sqrt(pair, out=pair)
-            pair *= self.h
-            pair -= self._pair_r[pairs]
-        if gap.min() >= self.margin:
+            pa, pb, r = self.pair_a[pairs], self.pair_b[pairs], self._pair_r[pairs]
+            self._pair_gaps(u, pa, pb, r, gap[e + nf :])
+        if dq is None:
+            return self._verdict(gap, None, None)
+        rows = np.concatenate((np.arange(e), e + far, e + len(self._bpa) + pairs))
+        return self._verdict(gap, self._weights_all.take(rows, axis=0), dq)
+
+    def _pair_gaps(self, u, pa, pb, radii, out) -> None:
+        """Into ``out`` (P, N): the gaps (m) between the spheres ``pa`` and ``pb`` (P,) of grid
+        centres u (S + B, 3, N), less the sums of their radii ``radii`` (P, 1)."""
+        d = u.take(pa, axis=0)
+        d -= u.take(pb, axis=0)
+        np.einsum("pkn,pkn->pn", d, d, out=out)
+        np.sqrt(out, out=out)
+        out *= self.h
+        out -= radii
+
+    def _verdict(self, gap, weights, dq):
+        """(free (N,), certified half widths (N,) or None) from clearances ``gap`` (R, N) m and,
+        with ``dq``, the motion weights (R, n) of its rows (``gap`` is overwritten)."""
+        count = gap.shape[1]
+        if gap.min() >= self.margin:  # one contiguous reduction in the common all-free case
             ok = np.ones(count, dtype=bool)
         else:
             ok = gap.min(axis=0) >= self.margin
         if dq is None:
             return ok, None
-        rows = np.concatenate((np.arange(e), e + far, e + len(self._bpa) + pairs))
-        w = self._weights_all.take(rows, axis=0)
-        motion = (w @ dq)[:, None] if dq.ndim == 1 else matmul_cols(w, dq.T)
-        np.maximum(motion, 1e-12, out=motion)
+        if dq.ndim == 1:  # one segment for every sample
+            motion = (weights @ dq)[:, None]
+        elif count <= _SMALL:
+            motion = weights @ dq.T
+        else:
+            motion = matmul_cols(weights, dq.T)
+        np.maximum(motion, 1e-12, out=motion)  # (R, N) motion bounds over the segment
         gap /= motion
         return ok, gap.min(axis=0)
