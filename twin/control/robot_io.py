@@ -83,7 +83,6 @@ class RobotStateAdapter(RobotStateInterface):
         self._pending = np.zeros((5, n))
         self._last_sent = self._pending.copy()
         self._command = JointCommand.from_rows(self._pending)  # fields: the staging rows
-        self._rows = tuple(self._pending)  # the same rows, by field (_Q_DES ... _KD)
         self._commanded = np.zeros(n, dtype=bool)
         self._dirty = False
         self._groups: dict[int, tuple[JointGroupInfo, np.ndarray | slice]] = {}
@@ -251,12 +250,12 @@ class RobotStateAdapter(RobotStateInterface):
     def set_joint_targets(self, group, position, velocity, effort, p_gain, d_gain) -> bool:
         index, p = self._group(group), self._pending
         if index is _ALL:  # the robot's joints in order: whole rows (the common case)
-            q_des, qd_des, tau_ff, kp, kd = self._rows
-            q_des[:] = position
-            qd_des[:] = velocity
-            tau_ff[:] = effort
-            kp[:] = p_gain
-            kd[:] = d_gain
+            rows = self._command  # its fields are the staging rows
+            rows.q_des[:] = position
+            rows.qd_des[:] = velocity
+            rows.tau_ff[:] = effort
+            rows.kp[:] = p_gain
+            rows.kd[:] = d_gain
             self._dirty = True
             return True
         p[_Q_DES, index] = position
