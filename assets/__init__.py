@@ -13,4 +13,4 @@ __all__ = ["arm_urdf_path"]
 
 def arm_urdf_path() -> pathlib.Path:
     """Path of the shipped arm URDF, ``assets/arm/twin_arm.urdf`` (see ``assets/arm/README.md``)."""
-    return pathlib.Path(str(resources.files("assets.arm").joinpath("twin_arm.urdf")))
+    return pathlib.Path(str(resources.files("twin.assets.arm").joinpath("twin_arm.urdf")))

@@ -18,7 +18,7 @@ back, caches warm); ``update()`` with policies that also read the TCP pose and t
 kinematics and Jacobian every cycle); and the async worker under a deliberately slow model
 (inference longer than the period): overruns counted over a real-time run.
 
-    python -m benchmarks.bench_controller [--quick] [--seed N]
+    python -m twin.benchmarks.bench_controller [--quick] [--seed N]
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import tempfile
 import time
 
 import numpy as np
+from twin.benchmarks._report import emit_json, parse_args, print_table, time_calls
 
-from benchmarks._report import emit_json, parse_args, print_table, time_calls
 from twin.control import CommandSource, OnnxRLController, RobotStateAdapter, WorkerMode
 from twin.control.export import TensorSpec, export_mlp, joint_targets_metadata
 from twin.robot import JointCommand
@@ -54,7 +54,7 @@ TCP_ORIENTATION = (TensorSpec("obj.arm.tcp.w_Q_b", 4),)
 def open_robot():
     """The sim backend, else the in-memory test robot (``tests/control_fakes.py``)."""
     try:
-        from sim import PyBulletRobot
+        from twin.sim import PyBulletRobot
 
         return PyBulletRobot(seed=0), "sim.PyBulletRobot"
     except ImportError:

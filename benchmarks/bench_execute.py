@@ -15,7 +15,7 @@ Figures:
   a bare loop of ``robot.write`` / ``robot.step`` / ``robot.read`` with the same precomputed
   commands (ratio: follow / anchor).
 
-    python -m benchmarks.bench_execute [--quick] [--seed N]
+    python -m twin.benchmarks.bench_execute [--quick] [--seed N]
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from twin.benchmarks._report import emit_json, parse_args, print_table
+from twin.sim import PyBulletRobot
 
-from benchmarks._report import emit_json, parse_args, print_table
-from sim import PyBulletRobot
 from twin.kinematics.gravity import gravity_torques
 from twin.planning.curve import build_curve
 from twin.planning.execute import (

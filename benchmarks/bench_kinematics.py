@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 import pybullet as pb
+from twin.benchmarks._report import emit_json, parse_args, print_table, time_calls
 
-from benchmarks._report import emit_json, parse_args, print_table, time_calls
 from twin.kinematics import ArmModel
 from twin.spatial import batch
 

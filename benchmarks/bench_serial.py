@@ -22,11 +22,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit_json, parse_args, print_table, rate
+from twin.hardware import SerialRobot, load_config
+from twin.hardware.emulator.testing import emulator_config
+from twin.hardware.protocols import bota, witmotion
+from twin.hardware.protocols import dynamixel as dxl
 
-from hardware import SerialRobot, load_config
-from hardware.emulator.testing import emulator_config
-from hardware.protocols import bota, witmotion
-from hardware.protocols import dynamixel as dxl
 from twin.robot import JointCommand
 
 TARGET_RATIO = 20.0
@@ -132,7 +132,7 @@ def _start_emulators(link_dir: str) -> subprocess.Popen:
         [
             sys.executable,
             "-m",
-            "hardware.emulator.cli",
+            "twin.hardware.emulator.cli",
             "--source",
             "ideal",
             "--link-dir",

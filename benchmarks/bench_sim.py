@@ -14,7 +14,7 @@ and the twin's real-time factor at 1 kHz physics (simulated seconds per wall sec
 Rates come from the median cycle time (the machine is shared: a mean includes cycles pre-empted by
 other processes; the mean-based figures are printed too).
 
-    python -m benchmarks.bench_sim [--quick] [--seed N]
+    python -m twin.benchmarks.bench_sim [--quick] [--seed N]
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import time
 
 import numpy as np
 import pybullet as pb
+from twin.benchmarks._report import emit_json, parse_args, print_table
+from twin.sim import DEFAULT_CONTROL_PERIOD_S, HOLD_KD, HOLD_KP, PyBulletRobot
 
-from benchmarks._report import emit_json, parse_args, print_table
-from sim import DEFAULT_CONTROL_PERIOD_S, HOLD_KD, HOLD_KP, PyBulletRobot
 from twin.robot import JointCommand, joint_torque
 
 N_COMMANDS = 500

@@ -21,8 +21,8 @@ Targets: single update <= 10 us median; batch >= 2e6 samples/s.
 from __future__ import annotations
 
 import numpy as np
+from twin.benchmarks._report import emit_json, parse_args, print_table, rate, time_calls
 
-from benchmarks._report import emit_json, parse_args, print_table, rate, time_calls
 from twin.spatial import SE3, batch, quaternion
 from twin.transforms import ImuTf, PoseTf, Rotation, TfConfig, Translation, TwistTf, WrenchTf
 

@@ -21,8 +21,8 @@ import itertools
 
 import numpy as np
 import pybullet as pb
+from twin.sim.scene import voxel_cubes
 
-from sim.scene import voxel_cubes
 from twin.planning.checker import CollisionChecker
 from twin.scenes import ItemKind, Scene, load_scene
 

@@ -1,9 +1,9 @@
 """The serial hardware backend: protocol codecs, device drivers, device emulators and
 ``SerialRobot`` (``twin.robot.Robot`` over pyserial). Configuration: ``assets/hardware/``."""
 
-from hardware.clock import ManualClock, MonotonicClock
-from hardware.config import HardwareConfig, default_config_path, load_config
-from hardware.errors import (
+from twin.hardware.clock import ManualClock, MonotonicClock
+from twin.hardware.config import HardwareConfig, default_config_path, load_config
+from twin.hardware.errors import (
     ConfigError,
     DeviceFaultError,
     DeviceStatusError,
@@ -14,7 +14,7 @@ from hardware.errors import (
     ReplyTimeoutError,
     TransportError,
 )
-from hardware.serial_robot import HealthEvent, SerialRobot
+from twin.hardware.serial_robot import HealthEvent, SerialRobot
 
 __all__ = [
     "ConfigError",

@@ -18,18 +18,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from hardware.config import HardwareConfig
-from hardware.drivers.dynamixel_bus import DynamixelBus
-from hardware.errors import DeviceStatusError, InvalidArgumentError
-from hardware.protocols import dynamixel as dxl
-from hardware.protocols.dynamixel_table import (
+from twin.hardware.config import HardwareConfig
+from twin.hardware.drivers.dynamixel_bus import DynamixelBus
+from twin.hardware.errors import DeviceStatusError, InvalidArgumentError
+from twin.hardware.protocols import dynamixel as dxl
+from twin.hardware.protocols.dynamixel_table import (
     GAIN_BLOCK_ADDRESS,
     GAIN_BLOCK_LENGTH,
     HardwareError,
     OperatingMode,
     XTable,
 )
+
 from twin.robot import JointCommand, joint_torque
 
 MODE_REGISTER = {"servo": OperatingMode.CURRENT_BASED_POSITION, "current": OperatingMode.CURRENT}

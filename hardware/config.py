@@ -19,11 +19,10 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 import numpy as np
-
-from hardware.errors import ConfigError
-from hardware.joint_map import JointMap
-from hardware.protocols import bota, witmotion
-from hardware.protocols.dynamixel_table import MAX_ID, Units
+from twin.hardware.errors import ConfigError
+from twin.hardware.joint_map import JointMap
+from twin.hardware.protocols import bota, witmotion
+from twin.hardware.protocols.dynamixel_table import MAX_ID, Units
 
 CONTROL_MODES = ("servo", "current")
 
@@ -121,7 +120,7 @@ class HardwareConfig:
 
 def default_config_path() -> pathlib.Path:
     """The shipped, documented example: ``assets/hardware/serial_robot.toml``."""
-    return pathlib.Path(str(resources.files("assets.hardware").joinpath("serial_robot.toml")))
+    return pathlib.Path(str(resources.files("twin.assets.hardware").joinpath("serial_robot.toml")))
 
 
 def load_config(path: str | pathlib.Path | None = None) -> HardwareConfig:

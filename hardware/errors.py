@@ -1,4 +1,4 @@
-"""Exception classes of the serial backend (STYLE.md #8).
+"""Exception classes of the serial backend (docs/style.md #8).
 
 Three families, never mixed:
 

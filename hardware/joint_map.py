@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from hardware.errors import InvalidArgumentError
-from hardware.protocols.dynamixel_table import MAX_GAIN, Units
+from twin.hardware.errors import InvalidArgumentError
+from twin.hardware.protocols.dynamixel_table import MAX_GAIN, Units
 
 P_GAIN_DIVISOR = 128.0
 D_GAIN_DIVISOR = 16.0

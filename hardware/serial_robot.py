@@ -22,22 +22,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-
-from hardware.arm_bus import ArmBus, JointReading
-from hardware.clock import MonotonicClock
-from hardware.config import HardwareConfig, load_config
-from hardware.drivers.bota_sensor import BotaSensor
-from hardware.drivers.dynamixel_bus import DynamixelBus
-from hardware.drivers.witmotion_imu import WitmotionImu
-from hardware.errors import (
+from twin.hardware.arm_bus import ArmBus, JointReading
+from twin.hardware.clock import MonotonicClock
+from twin.hardware.config import HardwareConfig, load_config
+from twin.hardware.drivers.bota_sensor import BotaSensor
+from twin.hardware.drivers.dynamixel_bus import DynamixelBus
+from twin.hardware.drivers.witmotion_imu import WitmotionImu
+from twin.hardware.errors import (
     ConfigError,
     DeviceFaultError,
     DeviceStatusError,
     DisconnectedError,
     TransportError,
 )
-from hardware.protocols.dynamixel_table import HardwareError
-from hardware.transport import LinkEvent
+from twin.hardware.protocols.dynamixel_table import HardwareError
+from twin.hardware.transport import LinkEvent
+
 from twin.kinematics.gravity import gravity_torques
 from twin.robot import (
     CommandWatchdog,

@@ -1,7 +1,7 @@
 """``SerialLink``: one serial port, a reader thread that owns it, and reconnection with back-off.
 
 The reader thread feeds a ``LinkProtocol`` (``connection_made``, ``data_received`` with immutable
-``bytes``, ``connection_lost``), after pyserial's ``serial.threaded`` (STYLE.md #6). Every exit of
+``bytes``, ``connection_lost``), after pyserial's ``serial.threaded`` (docs/style.md #6). Every exit of
 the reader passes through ``_lost``, which records why. When a port disappears the link keeps
 retrying to open it (back-off doubling from ``backoff_initial_s`` to ``backoff_max_s``) and runs the
 device's ``on_connect`` initialisation before it reports itself ready again. Writes are refused
@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import serial
-
-from hardware.config import ReconnectConfig
-from hardware.errors import DisconnectedError, TransportError
+from twin.hardware.config import ReconnectConfig
+from twin.hardware.errors import DisconnectedError, TransportError
 
 
 class LinkProtocol:

@@ -1,4 +1,4 @@
-"""Export a trained actor MLP to ONNX with the exploy metadata (``specs/onnx-policy-conventions.md``).
+"""Export a trained actor MLP to ONNX with the exploy metadata (``docs/formats/onnx-policy.md``).
 
 The graph takes only exploy inputs and computes everything else itself, so the ONNX controller
 (``twin.control.OnnxRLController``) runs it on either backend with no Python glue:

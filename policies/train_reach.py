@@ -70,7 +70,7 @@ def make_vec_env(
 
 
 def export(model, out: pathlib.Path, info: dict) -> None:
-    from policies.export import export_reach_policy, mlp_from_sb3_sac
+    from twin.policies.export import export_reach_policy, mlp_from_sb3_sac
 
     layers = mlp_from_sb3_sac(model)
     export_reach_policy(layers, out, model_source=json.dumps(info))

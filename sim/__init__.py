@@ -3,9 +3,9 @@
 The only package that imports PyBullet (every engine call is in ``sim.engine``).
 """
 
-from sim.ft_sensor import FtSensorConfig, SimFtDevice
-from sim.imu import ImuConfig
-from sim.robot import (
+from twin.sim.ft_sensor import FtSensorConfig, SimFtDevice
+from twin.sim.imu import ImuConfig
+from twin.sim.robot import (
     DEFAULT_CONTROL_PERIOD_S,
     HOLD_KD,
     HOLD_KP,

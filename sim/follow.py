@@ -38,8 +38,8 @@ import collections
 from dataclasses import dataclass
 
 import numpy as np
+from twin.sim.engine import Engine
 
-from sim.engine import Engine
 from twin.spatial import SE3
 
 #: Longest interval (us) between two calls that is still differenced; beyond it the follower

@@ -46,7 +46,7 @@ from twin.sensors.bota_commands import BotaCommandInterpreter, check_sinc
 from twin.sensors.bota_commands import BotaSettings as DeviceSettings
 from twin.spatial import quaternion
 
-ADC_CLOCK_HZ = 51200  # output rate = ADC_CLOCK_HZ / sinc_length (specs/bota-serial.md)
+ADC_CLOCK_HZ = 51200  # output rate = ADC_CLOCK_HZ / sinc_length (docs/protocols/bota-serial.md)
 SATURATION_FACTOR = 1.5  # INVALID (saturation) beyond this multiple of the measuring range
 REFERENCE_TEMPERATURE_C = 25.0
 
@@ -227,7 +227,7 @@ class FtSensorModel:
 
 
 class SimFtDevice(BotaCommandInterpreter, FtSensorDevice):
-    """The simulated sensor's ASCII configuration interface (``specs/bota-serial.md``).
+    """The simulated sensor's ASCII configuration interface (``docs/protocols/bota-serial.md``).
 
     The commands and replies are ``twin.sensors.bota_commands``' (``p?`` answers
     ``p,0,<serial>,0,0,<product>`` from the ``FtSensorConfig``; both data formats are accepted).

@@ -32,12 +32,12 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from twin.sim.engine import Engine
+from twin.sim.follow import Follower, FollowPrediction
+from twin.sim.ft_sensor import FtSensorConfig, FtSensorModel, SimFtDevice, reaction_to_sensor
+from twin.sim.imu import ImuConfig, ImuModel
+from twin.sim.scene import add_scene
 
-from sim.engine import Engine
-from sim.follow import Follower, FollowPrediction
-from sim.ft_sensor import FtSensorConfig, FtSensorModel, SimFtDevice, reaction_to_sensor
-from sim.imu import ImuConfig, ImuModel
-from sim.scene import add_scene
 from twin.kinematics import ArmModel
 from twin.robot import (
     CommandWatchdog,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from twin.sim.engine import Engine
 
-from sim.engine import Engine
 from twin.scenes import ItemKind, Scene, load_scene
 
 SCENE_PREFIX = "scene/"

@@ -15,7 +15,7 @@ from control_fakes import STIFFNESS, drive, full_example_model, set_full_example
 
 from twin.control import CommandSource, OnnxRLController, RobotStateAdapter
 
-sim = pytest.importorskip("sim")
+sim = pytest.importorskip("twin.sim")
 
 
 @pytest.fixture

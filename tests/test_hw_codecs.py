@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from hardware.errors import InvalidArgumentError, ProtocolError
-from hardware.protocols import bota, crc, dynamixel, witmotion
-from hardware.protocols.dynamixel_table import Instruction, StatusError, XTable
+from twin.hardware.errors import InvalidArgumentError, ProtocolError
+from twin.hardware.protocols import bota, crc, dynamixel, witmotion
+from twin.hardware.protocols.dynamixel_table import Instruction, StatusError, XTable
 
 CHECK = b"123456789"
 

@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from hardware.clock import ManualClock
-from hardware.config import load_config
-from hardware.drivers.bota_sensor import BotaSensor
-from hardware.drivers.dynamixel_bus import DynamixelBus
-from hardware.drivers.witmotion_imu import WitmotionImu
-from hardware.emulator import BotaEmulator, IdealSource, ServoChainEmulator, WitmotionEmulator
-from hardware.emulator.testing import wait_until
-from hardware.errors import (
+from twin.hardware.clock import ManualClock
+from twin.hardware.config import load_config
+from twin.hardware.drivers.bota_sensor import BotaSensor
+from twin.hardware.drivers.dynamixel_bus import DynamixelBus
+from twin.hardware.drivers.witmotion_imu import WitmotionImu
+from twin.hardware.emulator import BotaEmulator, IdealSource, ServoChainEmulator, WitmotionEmulator
+from twin.hardware.emulator.testing import wait_until
+from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
     InvalidArgumentError,
     ReplyTimeoutError,
 )
-from hardware.protocols.dynamixel_table import HardwareError, StatusError, XTable
+from twin.hardware.protocols.dynamixel_table import HardwareError, StatusError, XTable
+
 from twin.robot import FtSensorDevice, FtStatus
 
 IDS = [1, 2, 3, 4, 5, 6]
@@ -83,8 +83,8 @@ def test_bus_refuses_commands_once_the_port_is_gone(bus):
 @pytest.fixture()
 def ft_stack(tmp_path):
     source = IdealSource(sinc_length=256)
-    from hardware.clock import MonotonicClock
-    from hardware.emulator.sources import RealTimeRunner
+    from twin.hardware.clock import MonotonicClock
+    from twin.hardware.emulator.sources import RealTimeRunner
 
     runner = RealTimeRunner(source, MonotonicClock())
     emu = BotaEmulator(source, link_dir=tmp_path, boot_delay_s=0.01)
@@ -139,8 +139,8 @@ def test_bota_configuration_through_the_device_api(ft_stack):
 
 def test_imu_configuration_and_samples(tmp_path):
     source = IdealSource()
-    from hardware.clock import MonotonicClock
-    from hardware.emulator.sources import RealTimeRunner
+    from twin.hardware.clock import MonotonicClock
+    from twin.hardware.emulator.sources import RealTimeRunner
 
     runner = RealTimeRunner(source, MonotonicClock())
     emu = WitmotionEmulator(source, link_dir=tmp_path, baudrate=115200)

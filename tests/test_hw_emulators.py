@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import serial
-
-from hardware.clock import ManualClock
-from hardware.config import load_config
-from hardware.emulator import BotaEmulator, IdealSource, ServoChainEmulator, WitmotionEmulator
-from hardware.emulator.testing import wait_until
-from hardware.protocols import bota, witmotion
-from hardware.protocols import dynamixel as dxl
-from hardware.protocols.dynamixel_table import (
+from twin.hardware.clock import ManualClock
+from twin.hardware.config import load_config
+from twin.hardware.emulator import BotaEmulator, IdealSource, ServoChainEmulator, WitmotionEmulator
+from twin.hardware.emulator.testing import wait_until
+from twin.hardware.protocols import bota, witmotion
+from twin.hardware.protocols import dynamixel as dxl
+from twin.hardware.protocols.dynamixel_table import (
     ALERT_BIT,
     HardwareError,
     OperatingMode,

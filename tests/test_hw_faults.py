@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from twin.hardware import DeviceFaultError, DisconnectedError, SerialRobot
+from twin.hardware.clock import MonotonicClock
+from twin.hardware.drivers.bota_sensor import BotaSensor
+from twin.hardware.emulator import BUS, FT, BotaEmulator, EmulatorStack, FaultInjector, IdealSource
+from twin.hardware.emulator.sources import RealTimeRunner
+from twin.hardware.emulator.testing import emulator_config, wait_until
+from twin.hardware.protocols.dynamixel_table import HardwareError
+from twin.hardware.transport import LinkState
 
-from hardware import DeviceFaultError, DisconnectedError, SerialRobot
-from hardware.clock import MonotonicClock
-from hardware.drivers.bota_sensor import BotaSensor
-from hardware.emulator import BUS, FT, BotaEmulator, EmulatorStack, FaultInjector, IdealSource
-from hardware.emulator.sources import RealTimeRunner
-from hardware.emulator.testing import emulator_config, wait_until
-from hardware.protocols.dynamixel_table import HardwareError
-from hardware.transport import LinkState
 from twin.kinematics import ArmModel
 from twin.robot import Health, JointCommand, RobotState
 

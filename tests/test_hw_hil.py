@@ -13,15 +13,15 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from twin.hardware import ManualClock, SerialRobot
+from twin.hardware.emulator import EmulatorStack, make_sim_source
+from twin.hardware.emulator.testing import emulator_config, wait_until
+from twin.hardware.protocols import witmotion as wit
 
-from hardware import ManualClock, SerialRobot
-from hardware.emulator import EmulatorStack, make_sim_source
-from hardware.emulator.testing import emulator_config, wait_until
-from hardware.protocols import witmotion as wit
 from twin.kinematics.gravity import gravity_torques
 from twin.robot import Health, JointCommand
 
-sim_robot = pytest.importorskip("sim.robot")
+sim_robot = pytest.importorskip("twin.sim.robot")
 
 SEED = 3
 PERIOD_US = 4000

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from twin.hardware import ConfigError, InvalidArgumentError, SerialRobot, load_config
+from twin.hardware.arm_bus import ArmBus
+from twin.hardware.config import parse_config
+from twin.hardware.emulator import EmulatorStack, IdealSource
+from twin.hardware.emulator.testing import emulator_config, wait_until
 
-from hardware import ConfigError, InvalidArgumentError, SerialRobot, load_config
-from hardware.arm_bus import ArmBus
-from hardware.config import parse_config
-from hardware.emulator import EmulatorStack, IdealSource
-from hardware.emulator.testing import emulator_config, wait_until
 from twin.kinematics import ArmModel
 from twin.robot import Health, JointCommand, joint_torque
 
@@ -229,7 +229,7 @@ def test_default_mode_stays_stable_where_host_side_control_diverges(mode, stable
     inertia 0.05 kg m^2: kd T / J = 2.4 > 2) lose stability when the loop is closed on the host
     (a limit cycle at the sampling rate, torque banging between the effort limits); closed inside
     the servo they hold within a tick. Lock-step, so the rate is exact on any machine."""
-    from hardware import ManualClock
+    from twin.hardware import ManualClock
 
     config = emulator_config(
         control_mode=mode, control_period_s=0.01, watchdog_s=None, hold_gravity_compensation=False

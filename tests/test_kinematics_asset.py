@@ -6,7 +6,7 @@ import numpy as np
 import pybullet as pb
 import pytest
 
-import assets
+from twin import assets
 from twin.kinematics import ArmModel
 
 MODEL = ArmModel.default()

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pybullet as p
+from twin.assets import arm_urdf_path
 
-from assets import arm_urdf_path
 from twin.kinematics import ArmModel
 from twin.kinematics.gravity import gravity_torques
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from twin.sim import PyBulletRobot
 
-from sim import PyBulletRobot
 from twin.kinematics import ArmModel
 from twin.kinematics.gravity import gravity_torques
 from twin.planning.execute import (

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from twin.sim import PyBulletRobot
+from twin.sim.robot import ARM
+from twin.sim.scene import SCENE_PREFIX
 
-from sim import PyBulletRobot
-from sim.robot import ARM
-from sim.scene import SCENE_PREFIX
 from twin.kinematics.gravity import gravity_torques
 from twin.planning import (
     CarriedObject,

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from policies import evaluate
+from twin.policies import evaluate
 
 #: Seeds and the success rate the shipped policy reaches on them (policies/reach.md has the
 #: figure over 100 seeds). The sim is deterministic, so this is a fixed, replayable check.

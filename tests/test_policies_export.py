@@ -12,9 +12,9 @@ import onnxruntime as ort
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from twin.policies import export
 
 import twin  # noqa: F401
-from policies import export
 from twin.control import CommandSource, OnnxRLController, RobotStateAdapter, WorkerMode
 from twin.env import features
 from twin.env.core import ACTION_SCALE_RAD
@@ -137,7 +137,7 @@ def test_ik_step_undoes_a_small_joint_offset(arm):
 
 def test_gravity_offset_holds_the_arm_as_the_sim_computes_it(arm):
     """kp * gravity_offset equals PyBullet's gravity torques (inverse dynamics at rest)."""
-    from sim import PyBulletRobot
+    from twin.sim import PyBulletRobot
 
     rng = np.random.default_rng(4)
     with PyBulletRobot() as robot:

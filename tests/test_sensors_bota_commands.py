@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from twin.hardware.emulator.ft_device import IdealFtDevice
+from twin.sim.ft_sensor import FtSensorConfig, FtSensorModel, SimFtDevice
 
-from hardware.emulator.ft_device import IdealFtDevice
-from sim.ft_sensor import FtSensorConfig, FtSensorModel, SimFtDevice
 from twin.robot import FtStatus
 from twin.sensors.bota_commands import (
     BAUD_BY_CODE,

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from twin.sim import FtSensorConfig, PyBulletRobot
 
-from sim import FtSensorConfig, PyBulletRobot
 from twin.robot import FtStatus
 from twin.sensors import FtSensorService
 from twin.spatial import SE3

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from twin.sim import FtSensorConfig, PyBulletRobot
+from twin.sim.follow import MAX_GAP_US, RigidInertial
 
-from sim import FtSensorConfig, PyBulletRobot
-from sim.follow import MAX_GAP_US, RigidInertial
 from twin.robot import JointCommand
 from twin.shadow import payload_regressor
 

@@ -8,16 +8,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from twin.hardware import ManualClock, SerialRobot
+from twin.hardware.emulator import EmulatorStack, make_sim_source
+from twin.hardware.emulator.testing import emulator_config
+from twin.hardware.protocols import witmotion as wit
 
-from hardware import ManualClock, SerialRobot
-from hardware.emulator import EmulatorStack, make_sim_source
-from hardware.emulator.testing import emulator_config
-from hardware.protocols import witmotion as wit
 from twin.kinematics.gravity import gravity_torques
 from twin.robot import JointCommand
 from twin.shadow import Shadow, ShadowConfig, ShadowFlag
 
-pytest.importorskip("sim.robot")
+pytest.importorskip("twin.sim.robot")
 
 PERIOD_US = 4000
 N_REST, N_MOVE, N_HOLD = 140, 200, 80  # 0.56 s at rest (the tare), 0.8 s of motion, 0.32 s hold

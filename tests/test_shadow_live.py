@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from test_shadow_follow import tracking
+from twin.sim import FtSensorConfig, ImuConfig, PyBulletRobot
 
-from sim import FtSensorConfig, ImuConfig, PyBulletRobot
 from twin.robot import Health
 from twin.shadow import Shadow, ShadowConfig, ShadowFlag
 

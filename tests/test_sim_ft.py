@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from twin.sim import FtSensorConfig, PyBulletRobot
+from twin.sim.engine import Engine
+from twin.sim.ft_sensor import FtSensorModel, reaction_to_sensor
 
-from sim import FtSensorConfig, PyBulletRobot
-from sim.engine import Engine
-from sim.ft_sensor import FtSensorModel, reaction_to_sensor
 from twin.robot import FtStatus, Health, JointCommand
 from twin.spatial import SE3
 

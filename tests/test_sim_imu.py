@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from twin.sim import HOLD_KD, HOLD_KP, ImuConfig, PyBulletRobot
 
-from sim import HOLD_KD, HOLD_KP, ImuConfig, PyBulletRobot
 from twin.robot import JointCommand
 from twin.spatial import SO3
 

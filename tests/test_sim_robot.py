@@ -8,8 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-
-from sim import (
+from twin.sim import (
     HOLD_KD,
     HOLD_KP,
     FtSensorConfig,
@@ -18,6 +17,7 @@ from sim import (
     PyBulletRobot,
     RobotClosedError,
 )
+
 from twin.kinematics import ArmModel
 from twin.robot import FtSensorDevice, Health, JointCommand, joint_torque
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from twin.sim import PyBulletRobot
+from twin.sim.engine import Engine
+from twin.sim.scene import add_scene, voxel_cubes
 
-from sim import PyBulletRobot
-from sim.engine import Engine
-from sim.scene import add_scene, voxel_cubes
 from twin.scenes import SHIPPED_SCENES, load_scene
 
 HOME_CLEARANCE_M = 0.05  # every moving link at home is at least this far from every item

@@ -8,9 +8,9 @@ import warnings
 
 import numpy as np
 import pytest
+from twin.assets.config import tf_example_path
 
 import twin.transforms as tfm
-from assets.config import tf_example_path
 from twin.transforms import (
     POLICY_TABLE,
     Condition,
@@ -28,7 +28,7 @@ from twin.transforms import (
 )
 
 EXAMPLE = tf_example_path()
-# The section exactly as printed in specs/tf-config-format.md.
+# The section exactly as printed in docs/formats/transformer-config.md.
 SPEC_TEXT = """{
   "tf_wrench_config": {
     "name": "sensor_to_tcp",

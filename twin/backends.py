@@ -27,11 +27,11 @@ def open_robot(backend: str | None = None, **options: Any) -> Robot:
     """
     name = backend or os.environ.get(BACKEND_ENV_VAR, "sim")
     if name == "sim":
-        from sim import PyBulletRobot
+        from twin.sim import PyBulletRobot
 
         return PyBulletRobot(**options)
     if name == "hardware":
-        from hardware import SerialRobot
+        from twin.hardware import SerialRobot
 
         config = options.pop("config", None)
         if config is None:

@@ -99,7 +99,7 @@ def _add_info(subparsers: argparse._SubParsersAction) -> None:
 
 def run_emulate(args: argparse.Namespace) -> int:
     """``twin emulate``: the serial device emulators (``hardware.emulator.cli``), imported lazily."""
-    from hardware.emulator.cli import main as emulate_main
+    from twin.hardware.emulator.cli import main as emulate_main
 
     return int(emulate_main(args.emulator_args) or 0)
 

@@ -42,7 +42,7 @@ class Health(enum.IntFlag):
 
 
 class FtStatus(enum.IntFlag):
-    """Status bits of a Bota-style F/T sample (``specs/bota-serial.md``)."""
+    """Status bits of a Bota-style F/T sample (``docs/protocols/bota-serial.md``)."""
 
     OK = 0
     APP_TOO_SLOW = 1 << 0  # the device's application took too long: raise the sinc length
@@ -270,7 +270,7 @@ def hold_command(
 class FtSensorDevice(abc.ABC):
     """Device-level settings of a Bota-style F/T sensor, the same on both backends.
 
-    The device speaks the sensor's ASCII configuration commands (``specs/bota-serial.md``):
+    The device speaks the sensor's ASCII configuration commands (``docs/protocols/bota-serial.md``):
     ``C`` config mode, ``f,<sinc>,<chop>,<fast>,<fir_disable>`` filter and rate,
     ``b,<six offsets>`` offsets, ``m<row>,<six values>`` calibration rows, ``R`` run mode.
     """

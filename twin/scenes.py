@@ -134,7 +134,7 @@ class Scene:
 
 def scenes_dir() -> Path:
     """The folder of the shipped scenes (``assets/scenes``), found with importlib.resources."""
-    return Path(str(resources.files("assets.scenes")))
+    return Path(str(resources.files("twin.assets.scenes")))
 
 
 def scene_path(name: str) -> Path:

@@ -1,7 +1,7 @@
 """Example configuration files (package data of ``assets``, found with ``importlib.resources``).
 
 ``tf_example.json``: transformer configuration in the vendor SDK's format
-(``specs/tf-config-format.md``): the spec's ``tf_wrench_config`` section verbatim and a
+(``docs/formats/transformer-config.md``): the spec's ``tf_wrench_config`` section verbatim and a
 ``tf_imu_config`` section for the spec's IMU worked example (input and output axes on the moving
 frame, output point 1 m along x from the input point).
 """
@@ -16,4 +16,4 @@ __all__ = ["tf_example_path"]
 
 def tf_example_path() -> pathlib.Path:
     """Path of ``assets/config/tf_example.json``."""
-    return pathlib.Path(str(resources.files("assets.config").joinpath("tf_example.json")))
+    return pathlib.Path(str(resources.files("twin.assets.config").joinpath("tf_example.json")))

@@ -1,4 +1,4 @@
-"""Bota serial F/T sensor driver (``specs/bota-serial.md``), also the ``FtSensorDevice`` of the
+"""Bota serial F/T sensor driver (``docs/protocols/bota-serial.md``), also the ``FtSensorDevice`` of the
 serial backend.
 
 Start-up, as the vendor's host driver does it: open (raw 8N1), wait for the boot text (``App Init``)
@@ -25,19 +25,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from hardware.clock import MonotonicClock
-from hardware.config import ReconnectConfig
-from hardware.errors import (
+from twin.hardware.clock import MonotonicClock
+from twin.hardware.config import ReconnectConfig
+from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
     InvalidArgumentError,
     ReplyTimeoutError,
     TransportError,
 )
-from hardware.protocols import bota
-from hardware.protocols.stream import ParserStats
-from hardware.transport import LinkedDevice, LinkState, SerialLink
+from twin.hardware.protocols import bota
+from twin.hardware.protocols.stream import ParserStats
+from twin.hardware.transport import LinkedDevice, LinkState, SerialLink
+
 from twin.robot import FtSensorDevice, FtStatus, WrenchSample
 
 _TEXT_LIMIT = 16384

@@ -16,11 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from hardware.config import ReconnectConfig
-from hardware.errors import DeviceStatusError, DisconnectedError, ReplyTimeoutError, TransportError
-from hardware.protocols import dynamixel as dxl
-from hardware.protocols.dynamixel_table import (
+from twin.hardware.config import ReconnectConfig
+from twin.hardware.errors import (
+    DeviceStatusError,
+    DisconnectedError,
+    ReplyTimeoutError,
+    TransportError,
+)
+from twin.hardware.protocols import dynamixel as dxl
+from twin.hardware.protocols.dynamixel_table import (
     PRESENT_BLOCK_ADDRESS,
     PRESENT_BLOCK_LENGTH,
     HardwareError,
@@ -29,8 +33,8 @@ from hardware.protocols.dynamixel_table import (
     StatusError,
     XTable,
 )
-from hardware.protocols.stream import ParserStats
-from hardware.transport import LinkedDevice, LinkState, SerialLink
+from twin.hardware.protocols.stream import ParserStats
+from twin.hardware.transport import LinkedDevice, LinkState, SerialLink
 
 INIT_REPLY_TIMEOUT_S = 0.25  # reply timeout during the connection set-up (on_connect)
 _PRESENT = np.dtype([("current", "<i2"), ("velocity", "<i4"), ("position", "<i4")])

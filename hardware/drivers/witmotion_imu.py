@@ -1,4 +1,4 @@
-"""WitMotion IMU driver (``specs/witmotion-imu.md``): configuration, reader, latest sample.
+"""WitMotion IMU driver (``docs/protocols/witmotion-imu.md``): configuration, reader, latest sample.
 
 Start-up (``configure``): unlock, RSW (output content), unlock, RRATE (rate), then the two
 registers are read back (``FF AA 27``, answered by a 0x5F packet) and must match; then one complete
@@ -15,18 +15,18 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-
-from hardware.clock import MonotonicClock
-from hardware.config import ReconnectConfig
-from hardware.errors import (
+from twin.hardware.clock import MonotonicClock
+from twin.hardware.config import ReconnectConfig
+from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
     InvalidArgumentError,
     ReplyTimeoutError,
 )
-from hardware.protocols import witmotion as wit
-from hardware.protocols.stream import ParserStats
-from hardware.transport import LinkedDevice, LinkState, SerialLink
+from twin.hardware.protocols import witmotion as wit
+from twin.hardware.protocols.stream import ParserStats
+from twin.hardware.transport import LinkedDevice, LinkState, SerialLink
+
 from twin.robot import ImuSample
 from twin.spatial import quaternion
 

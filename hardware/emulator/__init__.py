@@ -1,11 +1,11 @@
 """Device emulators on pseudo-terminals: a DYNAMIXEL servo chain, a Bota F/T sensor, a WitMotion
 IMU, each answering byte for byte like the device, driven by a physics source (ideal or sim)."""
 
-from hardware.emulator.bota import BotaEmulator
-from hardware.emulator.faults import FaultInjector
-from hardware.emulator.pty_port import PtyPort
-from hardware.emulator.servo_chain import ServoChainEmulator
-from hardware.emulator.sources import (
+from twin.hardware.emulator.bota import BotaEmulator
+from twin.hardware.emulator.faults import FaultInjector
+from twin.hardware.emulator.pty_port import PtyPort
+from twin.hardware.emulator.servo_chain import ServoChainEmulator
+from twin.hardware.emulator.sources import (
     Drive,
     DriveKind,
     IdealSource,
@@ -14,8 +14,8 @@ from hardware.emulator.sources import (
     RobotSource,
     make_sim_source,
 )
-from hardware.emulator.stack import BUS, FT, IMU, EmulatorStack
-from hardware.emulator.witmotion import WitmotionEmulator
+from twin.hardware.emulator.stack import BUS, FT, IMU, EmulatorStack
+from twin.hardware.emulator.witmotion import WitmotionEmulator
 
 __all__ = [
     "BUS",

@@ -1,4 +1,4 @@
-"""A Bota serial F/T sensor on a pseudo-terminal (``specs/bota-serial.md``).
+"""A Bota serial F/T sensor on a pseudo-terminal (``docs/protocols/bota-serial.md``).
 
 Boot: when a client opens the port the sensor (re)boots after ``boot_delay_s``: ``App Init`` and
 the text lines, then run mode (37-byte frames). Commands are lines ending in ``\\n`` (CR ignored),
@@ -15,11 +15,10 @@ import threading
 from pathlib import Path
 
 import numpy as np
-
-from hardware.emulator.faults import FaultInjector
-from hardware.emulator.pty_port import PtyPort
-from hardware.emulator.sources import PhysicsSource
-from hardware.protocols import bota
+from twin.hardware.emulator.faults import FaultInjector
+from twin.hardware.emulator.pty_port import PtyPort
+from twin.hardware.emulator.sources import PhysicsSource
+from twin.hardware.protocols import bota
 
 _BOOT_LINES = ("c,0,1,0,4", "name: {product}", "S/N: {serial}", "FW version: 1.3.0")
 

@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from hardware.config import load_config
+from twin.hardware.config import load_config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,8 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from hardware.emulator.sources import IdealSource, make_sim_source
-    from hardware.emulator.stack import EmulatorStack
+    from twin.hardware.emulator.sources import IdealSource, make_sim_source
+    from twin.hardware.emulator.stack import EmulatorStack
 
     try:
         config = load_config(args.config)

@@ -10,8 +10,7 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-
-from hardware.errors import InvalidArgumentError
+from twin.hardware.errors import InvalidArgumentError
 
 
 @dataclass

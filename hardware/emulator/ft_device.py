@@ -8,8 +8,8 @@ on the sim's device), except that ``c`` refuses data format 1 (CSV output is not
 from __future__ import annotations
 
 import numpy as np
+from twin.hardware.protocols import bota
 
-from hardware.protocols import bota
 from twin.robot import FtSensorDevice
 from twin.sensors.bota_commands import BotaCommandInterpreter, BotaSettings
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from hardware.emulator.faults import FaultInjector
+from twin.hardware.emulator.faults import FaultInjector
 
 _POLL_S = 0.02
 

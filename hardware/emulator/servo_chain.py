@@ -23,13 +23,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
-from hardware.emulator.faults import FaultInjector
-from hardware.emulator.pty_port import PtyPort
-from hardware.emulator.sources import LIMP, Drive, DriveKind, PhysicsSource
-from hardware.joint_map import JointMap
-from hardware.protocols import dynamixel as dxl
-from hardware.protocols.dynamixel_table import (
+from twin.hardware.emulator.faults import FaultInjector
+from twin.hardware.emulator.pty_port import PtyPort
+from twin.hardware.emulator.sources import LIMP, Drive, DriveKind, PhysicsSource
+from twin.hardware.joint_map import JointMap
+from twin.hardware.protocols import dynamixel as dxl
+from twin.hardware.protocols.dynamixel_table import (
     ALERT_BIT,
     BROADCAST_ID,
     EEPROM_END,

@@ -22,9 +22,9 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
+from twin.hardware.emulator.ft_device import IdealFtDevice
+from twin.hardware.errors import InvalidArgumentError
 
-from hardware.emulator.ft_device import IdealFtDevice
-from hardware.errors import InvalidArgumentError
 from twin.robot import FtSensorDevice, ImuSample, JointCommand, Robot, WrenchSample
 
 _HISTORY = 2048
@@ -337,7 +337,7 @@ class RealTimeRunner:
 def make_sim_source(seed: int = 0, **kwargs) -> RobotSource:
     """A ``RobotSource`` around ``sim.robot.PyBulletRobot`` stepping one physics step (1 ms) per
     period, without its own watchdog; ``kwargs`` go to ``PyBulletRobot``."""
-    from sim.robot import PyBulletRobot  # the sim backend, only when asked for
+    from twin.sim.robot import PyBulletRobot  # the sim backend, only when asked for
 
     kwargs.setdefault("physics_dt", 1e-3)
     kwargs.setdefault("control_period_s", kwargs["physics_dt"])

@@ -14,14 +14,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from hardware.clock import ManualClock, MonotonicClock
-from hardware.config import HardwareConfig
-from hardware.emulator.bota import BotaEmulator
-from hardware.emulator.faults import FaultInjector
-from hardware.emulator.servo_chain import ServoChainEmulator
-from hardware.emulator.sources import PhysicsSource, RealTimeRunner
-from hardware.emulator.witmotion import WitmotionEmulator
-from hardware.protocols.dynamixel_table import XTable
+from twin.hardware.clock import ManualClock, MonotonicClock
+from twin.hardware.config import HardwareConfig
+from twin.hardware.emulator.bota import BotaEmulator
+from twin.hardware.emulator.faults import FaultInjector
+from twin.hardware.emulator.servo_chain import ServoChainEmulator
+from twin.hardware.emulator.sources import PhysicsSource, RealTimeRunner
+from twin.hardware.emulator.witmotion import WitmotionEmulator
+from twin.hardware.protocols.dynamixel_table import XTable
 
 BUS, FT, IMU = "servo_bus", "ft_sensor", "imu"
 

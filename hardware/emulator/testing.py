@@ -30,7 +30,7 @@ def emulator_config(config=None, **robot_overrides):
     ``robot_overrides`` replace top-level fields (e.g. ``control_mode="current"``)."""
     from dataclasses import replace
 
-    from hardware.config import ReconnectConfig, load_config
+    from twin.hardware.config import ReconnectConfig, load_config
 
     config = config or load_config()
     fields = dict(

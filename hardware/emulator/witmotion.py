@@ -1,4 +1,4 @@
-"""A WitMotion WT901-family IMU on a pseudo-terminal (``specs/witmotion-imu.md``).
+"""A WitMotion WT901-family IMU on a pseudo-terminal (``docs/protocols/witmotion-imu.md``).
 
 Streams one group of 11-byte packets per output instant (``k / rate`` in source time), one packet
 per type enabled in RSW, in type order, from the source's IMU sample at that instant (sample and
@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from twin.hardware.emulator.faults import FaultInjector
+from twin.hardware.emulator.pty_port import PtyPort
+from twin.hardware.emulator.sources import PhysicsSource
+from twin.hardware.protocols import witmotion as wit
 
-from hardware.emulator.faults import FaultInjector
-from hardware.emulator.pty_port import PtyPort
-from hardware.emulator.sources import PhysicsSource
-from hardware.protocols import witmotion as wit
 from twin.spatial import quaternion
 
 UNLOCK_S = 10.0

@@ -4,7 +4,7 @@ Each protocol module has encoders, decoders that raise ``ProtocolError`` for inv
 stream parser that resynchronises after garbage and counts what it drops (``ParserStats``).
 """
 
-from hardware.protocols import bota, crc, dynamixel, witmotion
-from hardware.protocols.stream import FixedFrameParser, ParserStats
+from twin.hardware.protocols import bota, crc, dynamixel, witmotion
+from twin.hardware.protocols.stream import FixedFrameParser, ParserStats
 
 __all__ = ["FixedFrameParser", "ParserStats", "bota", "crc", "dynamixel", "witmotion"]

@@ -1,6 +1,6 @@
 """Bota serial protocol ("gen0"): the 37-byte run-mode frame and the ASCII configuration commands.
 
-Pure functions, no I/O (``specs/bota-serial.md``). Frame layout, little-endian, packed:
+Pure functions, no I/O (``docs/protocols/bota-serial.md``). Frame layout, little-endian, packed:
 ``0xAA | status u16 | Fx Fy Fz Mx My Mz f32 | timestamp_us u32 | temperature f32 | CRC u16``;
 the CRC-16/X-25 covers bytes 1..34 (not the header) and is stored little-endian.
 """
@@ -13,10 +13,10 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
+from twin.hardware.errors import InvalidArgumentError, ProtocolError
+from twin.hardware.protocols.crc import crc16_x25
+from twin.hardware.protocols.stream import FixedFrameParser
 
-from hardware.errors import InvalidArgumentError, ProtocolError
-from hardware.protocols.crc import crc16_x25
-from hardware.protocols.stream import FixedFrameParser
 from twin.sensors import bota_commands
 from twin.sensors.bota_commands import BAUD_BY_CODE
 from twin.sensors.bota_commands import BOOT_BANNER as BOOT_BANNER  # re-exported

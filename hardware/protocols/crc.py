@@ -1,8 +1,8 @@
 """CRC-16 variants of the serial protocols, as pure functions of ``bytes``.
 
-- ``crc16_x25``: the Bota frame check (``specs/bota-serial.md``): poly 0x1021 reflected (0x8408),
+- ``crc16_x25``: the Bota frame check (``docs/protocols/bota-serial.md``): poly 0x1021 reflected (0x8408),
   init 0xFFFF, input and output reflected, final XOR 0xFFFF; ``crc16_x25(b"123456789") == 0x906E``.
-- ``crc16_dynamixel``: DYNAMIXEL Protocol 2.0 (``specs/dynamixel-protocol2.md``): CRC-16/BUYPASS,
+- ``crc16_dynamixel``: DYNAMIXEL Protocol 2.0 (``docs/protocols/dynamixel.md``): CRC-16/BUYPASS,
   poly 0x8005, init 0, no reflection, no final XOR; ``crc16_dynamixel(b"123456789") == 0xFEE8``.
 
 The fast forms are table or C driven; ``*_bitwise`` are the textbook definitions, kept as the

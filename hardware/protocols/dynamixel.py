@@ -1,6 +1,6 @@
 """DYNAMIXEL Protocol 2.0 packets: pure encoders/decoders, byte stuffing, CRC and a stream parser.
 
-``FF FF FD 00 | ID | LEN_L LEN_H | INST | params | CRC_L CRC_H`` (``specs/dynamixel-protocol2.md``).
+``FF FF FD 00 | ID | LEN_L LEN_H | INST | params | CRC_L CRC_H`` (``docs/protocols/dynamixel.md``).
 Status packets carry INST 0x55 and an ERR byte before their parameters. Stuffing covers the
 instruction through the last parameter; LEN counts the stuffed bytes plus the CRC; the CRC covers
 the stuffed packet from the first ``FF``.
@@ -12,9 +12,9 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from hardware.errors import InvalidArgumentError, ProtocolError
-from hardware.protocols.crc import crc16_dynamixel
-from hardware.protocols.dynamixel_table import (
+from twin.hardware.errors import InvalidArgumentError, ProtocolError
+from twin.hardware.protocols.crc import crc16_dynamixel
+from twin.hardware.protocols.dynamixel_table import (
     ALERT_BIT,
     BROADCAST_ID,
     ERROR_CODE_MASK,
@@ -354,4 +354,4 @@ def parse_ping_status(packet: StatusPacket) -> tuple[int, int]:
 
 # --- stream parser (its own module; re-exported here, after everything it imports is defined) ----
 
-from hardware.protocols.dynamixel_stream import DynamixelStreamParser  # noqa: E402, F401
+from twin.hardware.protocols.dynamixel_stream import DynamixelStreamParser  # noqa: E402, F401

@@ -16,11 +16,16 @@ import contextlib
 import struct
 
 import numpy as np
-
-from hardware.errors import ProtocolError
-from hardware.protocols.crc import DXL_TABLE8, DXL_TABLE16, NATIVE_LITTLE_ENDIAN
-from hardware.protocols.dynamixel import HEADER, STATUS_INSTRUCTION, Packet, StatusPacket, _packet
-from hardware.protocols.stream import ParserStats
+from twin.hardware.errors import ProtocolError
+from twin.hardware.protocols.crc import DXL_TABLE8, DXL_TABLE16, NATIVE_LITTLE_ENDIAN
+from twin.hardware.protocols.dynamixel import (
+    HEADER,
+    STATUS_INSTRUCTION,
+    Packet,
+    StatusPacket,
+    _packet,
+)
+from twin.hardware.protocols.stream import ParserStats
 
 _STUFF = b"\xff\xff\xfd"
 _HEADER_ARRAY = np.frombuffer(HEADER, np.uint8)

@@ -1,5 +1,5 @@
 """DYNAMIXEL Protocol 2.0 named tables: instructions, status errors, hardware error bits, the
-X-series control table (XM430 / XH540) and its units (``specs/dynamixel-protocol2.md``)."""
+X-series control table (XM430 / XH540) and its units (``docs/protocols/dynamixel.md``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Resynchronising stream parser for fixed-length frames, and the counters every parser keeps.
 
-The rule (``specs/bota-serial.md``, Resynchronisation): search for the header byte, read a whole
+The rule (``docs/protocols/bota-serial.md``, Resynchronisation): search for the header byte, read a whole
 frame, accept it only if its check matches. Once synchronised, a frame whose check fails is dropped
 alone (counted as a check error) as long as the next frame's header is where it should be; a bad
 header drops sync and the search restarts one byte after the last frame start, so a header value

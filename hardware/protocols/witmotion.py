@@ -1,6 +1,6 @@
 """WitMotion standard protocol (WT901 / JY901 family): 11-byte output packets and register writes.
 
-Pure functions, no I/O (``specs/witmotion-imu.md``). Output packet:
+Pure functions, no I/O (``docs/protocols/witmotion-imu.md``). Output packet:
 ``0x55 | TYPE | D0..D7 | SUM``, SUM the low byte of the sum of bytes 0..9, data four little-endian
 int16. Host commands are 5 bytes ``FF AA reg dataL dataH`` without checksum.
 """
@@ -13,9 +13,8 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
-
-from hardware.errors import InvalidArgumentError, ProtocolError
-from hardware.protocols.stream import FixedFrameParser
+from twin.hardware.errors import InvalidArgumentError, ProtocolError
+from twin.hardware.protocols.stream import FixedFrameParser
 
 PACKET_HEADER = 0x55
 PACKET_LENGTH = 11

@@ -2,7 +2,7 @@
 
 ``OnnxRLController(state, command, data_collection)`` loads a policy (``create``), connects it
 to the robot (``init``) and runs it (``update(t_us)``), with the tensor matching of the
-reference controller (``specs/onnx-policy-conventions.md``). ``RobotStateAdapter`` serves the
+reference controller (``docs/formats/onnx-policy.md``). ``RobotStateAdapter`` serves the
 state interface from any ``twin.robot.Robot``; ``CommandSource`` holds settable commands;
 ``CsvDataCollection`` records every model input and output.
 """

@@ -8,7 +8,7 @@ metadata that is missing or malformed raises ``MetadataError`` naming the key (t
 silently creates nothing in that case).
 
 Names (``<id>`` is ``[a-zA-Z0-9_]+``, whole-name matches only) are listed in
-``specs/onnx-policy-conventions.md``.
+``docs/formats/onnx-policy.md``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Parsing of the exploy metadata convention (``specs/onnx-policy-conventions.md``).
+"""Parsing of the exploy metadata convention (``docs/formats/onnx-policy.md``).
 
 Model-level keys: ``exploy_version`` (a JSON string, ``"0.1.0"`` with the quotes),
 ``update_rate`` (Hz, decimal string), optional ``base_names`` (JSON object art -> base body).

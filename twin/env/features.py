@@ -1,7 +1,7 @@
 """Observation features of the environments, as pure functions of exploy-style inputs.
 
 Every term here is computable by the ONNX controller from the inputs of the exploy convention
-(``specs/onnx-policy-conventions.md``): joint positions and velocities, the TCP body pose
+(``docs/formats/onnx-policy.md``): joint positions and velocities, the TCP body pose
 (``obj.arm.tcp.pos_b_rt_w_in_w``, ``obj.arm.tcp.w_Q_b``) and the commanded pose
 (``cmd.se3_pose.target``). ``policies/export.py`` builds the same functions as ONNX nodes, so a
 policy run by the controller sees exactly what it saw in training (a test checks both agree).

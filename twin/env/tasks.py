@@ -1,6 +1,6 @@
 """Tasks of the environments: goal sampling, observation, reward and success.
 
-A task never sees the robot (STYLE.md #2): it gets the arm model (limits, FK), a random
+A task never sees the robot (docs/style.md #2): it gets the arm model (limits, FK), a random
 generator from the environment's ``reset(seed=...)``, and per step the robot state and the TCP
 pose. The environment (``twin/env/core.py``) wires a task and a robot into the Gymnasium API.
 """

@@ -283,7 +283,7 @@ class ArmModel:
 
 @functools.lru_cache(maxsize=1)
 def _default_model() -> ArmModel:
-    import assets
+    from twin import assets
 
     return ArmModel.from_urdf(assets.arm_urdf_path())
 

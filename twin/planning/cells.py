@@ -64,7 +64,7 @@ def user_cells_dir(cells_dir: str | Path | None = None) -> Path:
 
 
 def shipped_cells_dir() -> Path:
-    return Path(str(resources.files("assets") / "cells"))
+    return Path(str(resources.files("twin.assets") / "cells"))
 
 
 def _name(cell_name: object) -> str:
@@ -87,7 +87,7 @@ class Cell:
     def urdf_path(self) -> Path:
         ref = self.config["robot"]["urdf"]
         if ref.startswith(ASSET_PREFIX):
-            return Path(str(resources.files("assets").joinpath(ref[len(ASSET_PREFIX) :])))
+            return Path(str(resources.files("twin.assets").joinpath(ref[len(ASSET_PREFIX) :])))
         return self.directory / ref
 
     @property

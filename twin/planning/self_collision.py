@@ -37,7 +37,7 @@ SEED = 7
 def matrix_path(model) -> Path:
     """Where the generated matrix of ``model``'s URDF is stored (package data)."""
     stem = Path(model.urdf_path).stem
-    return Path(str(resources.files("assets") / "planning" / f"{stem}_self_collision.json"))
+    return Path(str(resources.files("twin.assets") / "planning" / f"{stem}_self_collision.json"))
 
 
 def urdf_digest(model) -> str:

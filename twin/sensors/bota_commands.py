@@ -1,4 +1,4 @@
-"""The Bota ASCII configuration command set as one pure interpreter (``specs/bota-serial.md``).
+"""The Bota ASCII configuration command set as one pure interpreter (``docs/protocols/bota-serial.md``).
 
 Both F/T devices answer through it: the sim's ``sim.ft_sensor.SimFtDevice`` and the serial
 emulator's ``hardware.emulator.ft_device.IdealFtDevice``. No I/O, no threads, no physics:

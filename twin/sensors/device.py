@@ -1,4 +1,4 @@
-"""Talking to a Bota-style F/T device through ``twin.robot.FtSensorDevice`` (``specs/bota-serial.md``):
+"""Talking to a Bota-style F/T device through ``twin.robot.FtSensorDevice`` (``docs/protocols/bota-serial.md``):
 acknowledgements, the sinc-length / rate table, and parsing the ``w`` configuration dump."""
 
 from __future__ import annotations

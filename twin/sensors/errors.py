@@ -1,5 +1,5 @@
 """Exceptions of the F/T sensor services, one class per error of the reference driver
-(``reference/ft-sensor-driver-services.txt``: ``e_nodev``, ``e_baddev``, ``e_inval``,
+(``docs/reference/ft-services.md``: ``e_nodev``, ``e_baddev``, ``e_inval``,
 ``e_notconn``, ``e_sys``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""F/T sensor services over any ``twin.robot.Robot`` (after ``reference/ft-sensor-driver-services.txt``).
+"""F/T sensor services over any ``twin.robot.Robot`` (after ``docs/reference/ft-services.md``).
 
 The service processes samples on ``update()``, called once per control cycle: a sample with a new
 time stamp ``t_us`` goes through

@@ -1,6 +1,6 @@
 """Frame transformers: ``WrenchTf``, ``TwistTf``, ``ImuTf``, ``PoseTf`` (after the vendor's
-frame-transformer SDK, ``reference/bota-tf-sdk-cpp-api.txt``; config format and codes as in
-``specs/tf-config-format.md``).
+frame-transformer SDK, ``docs/reference/transformers.md``; config format and codes as in
+``docs/formats/transformer-config.md``).
 
 One interface::
 

@@ -1,6 +1,6 @@
 """Return codes, policies and the policy table that decides what ``update`` outputs.
 
-The names and string values are the vendor SDK's (``specs/tf-config-format.md``); the table
+The names and string values are the vendor SDK's (``docs/formats/transformer-config.md``); the table
 ``POLICY_TABLE`` is ours and is documented in the package docstring (``twin.transforms``).
 """
 

@@ -1,5 +1,5 @@
 """Transformer configuration: ``Translation`` / ``Rotation`` entries, ``TfConfig`` and the JSON
-loader for the vendor SDK's file format (``specs/tf-config-format.md``).
+loader for the vendor SDK's file format (``docs/formats/transformer-config.md``).
 
 A file may hold the sections ``tf_wrench_config``, ``tf_twist_config``, ``tf_imu_config`` and
 ``tf_pose_config``; each transformer reads its own. Keys of a section: ``name``, ``policy``,

@@ -1,0 +1,1 @@
+"""The benchmarks: one script per measured figure (``python -m twin.benchmarks.<name>``)."""
