@@ -1,0 +1,5 @@
+"""``python -m twin.cli``: the ``twin`` command."""
+
+from twin.cli import main
+
+raise SystemExit(main())
