@@ -41,6 +41,7 @@ from twin.sim.scene import add_scene
 from twin.kinematics import ArmModel
 from twin.robot import (
     CommandWatchdog,
+    ControlDiagnostics,
     FtSensorDevice,
     Health,
     JointCommand,
@@ -235,6 +236,11 @@ class PyBulletRobot(Robot):
             health |= Health.FT_STALE
         # Read-only arrays made afresh by each physics step (and reset/follow): shared, not copied.
         return robot_state(self._t_us, self._q, self._qd, self._tau, w, self._imu.latest, health)
+
+    def diagnostics(self) -> ControlDiagnostics:
+        """Simulated time never overruns: the achieved rate is the configured one."""
+        cycles = self._t_us // round(self.control_period_s * 1e6)
+        return ControlDiagnostics(self.control_period_s, cycles, 0, 1.0 / self.control_period_s)
 
     def _apply(self, command: JointCommand) -> None:
         self._check_open()

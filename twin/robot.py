@@ -267,6 +267,27 @@ def hold_command(
     )
 
 
+@dataclass(frozen=True)
+class ControlDiagnostics:
+    """How well a backend keeps its control period (``Robot.diagnostics()``).
+
+    period_s: the configured control period, s. cycles: ``step()`` calls so far. overruns:
+    periods missed because a cycle took longer than the period (always 0 in sim, where time is
+    simulated). achieved_rate_hz: cycles per second of the backend's own clock (wall time on
+    hardware, simulated time in sim).
+    """
+
+    period_s: float
+    cycles: int
+    overruns: int
+    achieved_rate_hz: float
+
+    @property
+    def rate_hz(self) -> float:
+        """The configured rate, Hz."""
+        return 1.0 / self.period_s
+
+
 class FtSensorDevice(abc.ABC):
     """Device-level settings of a Bota-style F/T sensor, the same on both backends.
 
@@ -322,6 +343,13 @@ class Robot(abc.ABC):
     def ft_device(self) -> FtSensorDevice | None:
         """The F/T sensor's device-level settings, or ``None`` if there is no sensor."""
         return None
+
+    def diagnostics(self) -> ControlDiagnostics:
+        """The control rate this backend has achieved so far, with its overruns.
+
+        Backends override it; this default says only that nothing was measured (nan rate).
+        """
+        return ControlDiagnostics(self.control_period_s, 0, 0, math.nan)
 
     def close(self) -> None:  # noqa: B027 - optional override
         """Release resources; safe to call twice."""
