@@ -27,16 +27,16 @@ from twin.benchmarks._report import emit_json, parse_args, print_table
 from twin.sim import PyBulletRobot
 
 from twin.kinematics.gravity import gravity_torques
-from twin.planning.curve import build_curve
-from twin.planning.execute import (
+from twin.planning.motion.curve import build_curve
+from twin.planning.motion.execute import (
     TRACKING_KD,
     TRACKING_KP,
     default_acceleration_limits,
     follow,
     prepare,
 )
+from twin.planning.motion.timing import time_parameterize
 from twin.planning.requests import BlendRadius, Waypoint
-from twin.planning.timing import time_parameterize
 from twin.robot import JointCommand
 
 

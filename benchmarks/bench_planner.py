@@ -3,7 +3,7 @@
 For each scene (table, shelf, bin with its point cloud, cage) the stored solvable queries
 (``assets/planning/queries_<scene>.json``, made by ``make_planner_queries.py``) are planned with
 ``twin.planning.Planner`` and, in the same run, with the baseline: the same RRT-Connect, smoothing
-and goal logic (``twin.planning.search``) over PyBullet's exact queries (one DIRECT client, joint
+and goal logic (``twin.planning.search.goals``) over PyBullet's exact queries (one DIRECT client, joint
 resets plus ``getClosestPoints``, segments at 0.05 rad as pybullet-planning does). Every returned
 path of both is re-verified with PyBullet's exact geometry at 1 mm / 0.01 rad; colliding paths are
 counted. Targets: success >= 99 %, zero colliding paths, median <= 50 ms, >= 10x the baseline.
@@ -43,8 +43,8 @@ from twin.planning import (
     Planner,
     PlannerSettings,
 )
-from twin.planning.scene_obstacles import obstacles_from_scene
-from twin.planning.search import SearchParameters, plan_to_goals
+from twin.planning.collision.scene_obstacles import obstacles_from_scene
+from twin.planning.search.goals import SearchParameters, plan_to_goals
 
 SCENES = ("table", "shelf", "bin", "cage")
 QUERY_DIR = Path(__file__).resolve().parent.parent / "assets" / "planning"

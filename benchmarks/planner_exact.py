@@ -23,7 +23,7 @@ import numpy as np
 import pybullet as pb
 from twin.sim.scene import voxel_cubes
 
-from twin.planning.checker import CollisionChecker
+from twin.planning.collision.checker import CollisionChecker
 from twin.scenes import ItemKind, Scene, load_scene
 
 

@@ -23,8 +23,8 @@ from twin.planning import (
     TransformedBox,
 )
 from twin.planning.api_log import RecordingPlanner, decode, encode, package_api_log
+from twin.planning.collision.scene_obstacles import obstacles_from_scene
 from twin.planning.replay import replay
-from twin.planning.scene_obstacles import obstacles_from_scene
 
 
 def _translation(x, y, z):

@@ -8,8 +8,8 @@ import pybullet as pb
 import pytest
 
 from twin.planning import Obstacle, Planner, PlannerSettings
-from twin.planning.blend import blend_radii, blend_searches, joint_blend_search
-from twin.planning.curve import build_curve, curve_free
+from twin.planning.motion.blend import blend_radii, blend_searches, joint_blend_search
+from twin.planning.motion.curve import build_curve, curve_free
 from twin.planning.requests import BlendRadius, Movement, Waypoint
 
 # Constructed case: the arm swings 2.9 rad about joint 1, then tilts 1.6 rad about joint 2. The

@@ -9,14 +9,14 @@ from twin.sim import PyBulletRobot
 
 from twin.kinematics import ArmModel
 from twin.kinematics.gravity import gravity_torques
-from twin.planning.execute import (
+from twin.planning.motion.execute import (
     TRACKING_BOUND_RAD,
     ExecutionError,
     default_acceleration_limits,
     follow,
     prepare,
 )
-from twin.planning.linear import CartesianPath
+from twin.planning.motion.linear import CartesianPath
 from twin.planning.requests import BlendRadius, Movement, Waypoint
 from twin.robot import JointCommand, Robot, RobotState
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from twin.kinematics import ArmModel
 from twin.planning.errors import PlanningInputError
-from twin.planning.linear import (
+from twin.planning.motion.linear import (
     MIN_SINGULAR_VALUE,
     CartesianPath,
     LinearFailure,

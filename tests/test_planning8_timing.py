@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twin.planning.curve import Blend, Line, build_curve, curve_free, curve_samples
 from twin.planning.errors import PlanningInputError
-from twin.planning.timing import time_parameterize
+from twin.planning.motion.curve import Blend, Line, build_curve, curve_free, curve_samples
+from twin.planning.motion.timing import time_parameterize
 
 VMAX = np.array([1.571, 0.785, 1.571, 4.817, 2.409, 4.817])
 AMAX = VMAX / 0.25

@@ -17,7 +17,7 @@ from twin.planning import (
     ToolBoxElement,
     TransformedBox,
 )
-from twin.planning.touch import (
+from twin.planning.motion.touch import (
     TouchFailure,
     approach,
     retract,

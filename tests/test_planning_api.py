@@ -23,9 +23,9 @@ from twin.planning import (
     ToolBoxElement,
     TransformedBox,
     Waypoint,
-    geometry,
 )
-from twin.planning.scene_obstacles import obstacles_from_scene
+from twin.planning.collision import geometry
+from twin.planning.collision.scene_obstacles import obstacles_from_scene
 from twin.scenes import ItemKind, load_scene
 
 # A stretched-out configuration (TCP far in front of the robot) and its neighbours.

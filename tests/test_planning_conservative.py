@@ -21,7 +21,7 @@ from twin.planning import (
     ToolBoxElement,
     TransformedBox,
 )
-from twin.planning.scene_obstacles import obstacles_from_scene
+from twin.planning.collision.scene_obstacles import obstacles_from_scene
 
 SAMPLES = 5_000
 

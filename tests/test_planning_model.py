@@ -8,10 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twin.planning import Obstacle, Planner, TransformedBox, geometry, self_collision, spheres
-from twin.planning.checker import CollisionChecker
-from twin.planning.field import DistanceField, _windowed_squared_edt
-from twin.planning.scene_obstacles import obstacles_from_scene
+from twin.planning import Obstacle, Planner, TransformedBox
+from twin.planning.collision import geometry, self_collision, spheres
+from twin.planning.collision.checker import CollisionChecker
+from twin.planning.collision.field import DistanceField, _windowed_squared_edt
+from twin.planning.collision.scene_obstacles import obstacles_from_scene
 
 dims = st.floats(0.01, 0.3)
 

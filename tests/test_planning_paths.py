@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from planner_exact import ExactChecker, verify_path
 
 from twin.planning import InitialState, PathRequest, Planner, PlannerSettings
-from twin.planning.scene_obstacles import obstacles_from_scene
+from twin.planning.collision.scene_obstacles import obstacles_from_scene
 
 QUERIES = Path(__file__).resolve().parent.parent / "assets" / "planning"
 

@@ -5,7 +5,7 @@ loaded in both).
 The tool is a suction cup: a small rigid block at the URDF's TCP and a 6 cm compliant box beyond
 it; the planner's TCP is the cup's tip. The cup is longer, and the allowed compression of the
 carried box larger, than the conservative model's margins (``Planner.margins()``), as
-``twin.planning.touch`` requires for contact at the end of a touch. The simulated arm has the URDF
+``twin.planning.motion.touch`` requires for contact at the end of a touch. The simulated arm has the URDF
 geometry only (the cup and the carried box are not simulated bodies; the payload is a point mass
 without collision geometry), so the allowed compliant contact cannot appear in the sim and the
 sim must report no arm-scene contact at all.
@@ -34,8 +34,8 @@ from twin.planning import (
     ToolBoxElement,
     TransformedBox,
 )
-from twin.planning.execute import follow, prepare
-from twin.planning.scene_obstacles import obstacles_from_scene
+from twin.planning.collision.scene_obstacles import obstacles_from_scene
+from twin.planning.motion.execute import follow, prepare
 from twin.robot import JointCommand, Robot
 from twin.scenes import load_scene
 from twin.spatial.quaternion import skew

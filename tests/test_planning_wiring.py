@@ -21,7 +21,7 @@ from twin.planning import (
     ToolBoxElement,
     TransformedBox,
 )
-from twin.planning.linear import CartesianPath, linear_motion
+from twin.planning.motion.linear import CartesianPath, linear_motion
 
 TOL = 0.5e-3
 #: Tool: a 3 cm rigid block 2 cm below the flange and a 15 cm compliant cup beyond it; the TCP

@@ -21,7 +21,7 @@ import numpy as np
 from twin.backends import open_robot
 from twin.kinematics.gravity import GRAVITY, gravity_torques
 from twin.planning import InitialState, PathRequest, Planner, PlannerSettings, obstacles_from_scene
-from twin.planning.execute import TRACKING_KD, TRACKING_KP, execute
+from twin.planning.motion.execute import TRACKING_KD, TRACKING_KP, execute
 from twin.robot import JointCommand, Robot
 from twin.sensors import FtSensorService
 from twin.spatial import SE3, SO3

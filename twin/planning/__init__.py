@@ -18,12 +18,25 @@ API log: wrap a planner to record every call, then export and replay it::
 
 Cells: ``generate``, ``package_cell``, ``install_package``, ``load_cell``. Execution on any
 ``Robot``: ``prepare``, ``follow``, ``execute``.
+
+Layout, by job (every public name is importable from ``twin.planning`` itself):
+
+- this package: the API (``planner``: ``Planner``; its value types ``types``, ``requests``,
+  ``settings``, ``errors``; cells ``cells``; the API log ``api_log`` and ``replay``);
+- ``collision/``: the conservative collision model (sphere covers, self-collision matrix,
+  distance field, batched kernel, checker; obstacles from scene files);
+- ``search/``: RRT-Connect, several goals, shortcutting;
+- ``motion/``: linear and touch motions, blend radii, time parameterisation, execution.
+
+Dependencies point down: the API uses motions and search, which use the collision model; the
+value types are below all of them.
 """
 
 from twin.planning.api_log import RecordingPlanner, package_api_log
 from twin.planning.cells import generate, install_package, load_cell, package_cell
+from twin.planning.collision.scene_obstacles import obstacles_from_scene
 from twin.planning.errors import PathResultError, PlanningInputError
-from twin.planning.execute import execute, follow, prepare
+from twin.planning.motion.execute import execute, follow, prepare
 from twin.planning.planner import Planner
 from twin.planning.replay import replay
 from twin.planning.requests import (
@@ -38,7 +51,6 @@ from twin.planning.requests import (
     Profile,
     Waypoint,
 )
-from twin.planning.scene_obstacles import obstacles_from_scene
 from twin.planning.settings import PlannerSettings
 from twin.planning.types import (
     CarriedObject,

@@ -196,7 +196,7 @@ def _stage_model(ctx: GenerationContext) -> dict[str, Any]:
 
 
 def _stage_spheres(ctx: GenerationContext) -> dict[str, Any]:
-    from twin.planning.robot_model import RobotSpheres
+    from twin.planning.collision.robot_model import RobotSpheres
 
     s = ctx.settings
     robot = RobotSpheres(ctx.data["model"], s.max_sphere_radius, s.max_sphere_slack, matrix=False)
@@ -214,7 +214,7 @@ def _stage_spheres(ctx: GenerationContext) -> dict[str, Any]:
 
 
 def _stage_self_collision(ctx: GenerationContext) -> dict[str, Any]:
-    from twin.planning import self_collision
+    from twin.planning.collision import self_collision
 
     samples = int(
         ctx.cell.planner_parameters(ctx.settings.profile).get("self_collision_samples", 2000)

@@ -21,11 +21,19 @@ import time
 import numpy as np
 
 from twin.planning import _validate as v
-from twin.planning import blend, cells, geometry, touch
-from twin.planning import spheres as sph
-from twin.planning.checker import CollisionChecker
+from twin.planning import cells
+from twin.planning.collision import geometry
+from twin.planning.collision import spheres as sph
+from twin.planning.collision.checker import CollisionChecker
+from twin.planning.collision.field import _SQRT3_2, DistanceField
+from twin.planning.collision.robot_model import (
+    ATTACHMENTS_BODY,
+    CARRIED_BODY,
+    TOOL_BODY,
+    RobotSpheres,
+)
 from twin.planning.errors import PlanningInputError
-from twin.planning.field import _SQRT3_2, DistanceField
+from twin.planning.motion import blend, touch
 from twin.planning.requests import (
     InitialState,
     Movement,
@@ -35,8 +43,7 @@ from twin.planning.requests import (
     PathType,
     Waypoint,
 )
-from twin.planning.robot_model import RobotSpheres
-from twin.planning.search import SearchParameters, plan_to_goals
+from twin.planning.search.goals import SearchParameters, plan_to_goals
 from twin.planning.settings import PlannerSettings
 from twin.planning.types import (
     CarriedObject,
@@ -47,9 +54,6 @@ from twin.planning.types import (
     TransformedBox,
 )
 
-TOOL_BODY = "replaceable_tool"
-ATTACHMENTS_BODY = "attachments"
-CARRIED_BODY = "carried_object"
 #: Cell size (m) of the sphere cover of carried meshes.
 CARRIED_MESH_CELL = 0.02
 
@@ -347,18 +351,6 @@ class Planner:
         t0 = time.perf_counter()
         checks0 = self._checker.checked
         stats: dict[str, float] = {}
-        star = None
-        if not is_touch and not initial_state.touch and len(goals) == 1:
-            # The common easy query first: one goal, straight segment free (no search, no
-            # random numbers; the same result ``plan_to_goals`` would return).
-            star = self._checker.star(start, goals)
-            if star[0] and star[2][0]:
-                stats["iterations"] = 0.0
-                stats["time_s"] = time.perf_counter() - t0
-                stats["checks"] = float(self._checker.checked - checks0)
-                stats["path_length"] = math.dist(start.tolist(), goals[0].tolist())
-                waypoint = Waypoint(request.goal_configurations[0], Movement.JOINT)
-                return PathResult(None, 0, self._tcp, (waypoint,), stats, False)
 
         def failed(error: PathError) -> PathResult:
             stats["time_s"] = time.perf_counter() - t0
@@ -405,7 +397,7 @@ class Planner:
         s = self.settings
         params = SearchParameters(s.rrt_step, s.max_iterations, s.shortcut_rounds)
         outcome = plan_to_goals(
-            self._checker, plan_start, targets, request.goal_prioritization, rng, params, star
+            self._checker, plan_start, targets, request.goal_prioritization, rng, params
         )
         stats["iterations"] = float(outcome.iterations)
         if outcome.error is not None:

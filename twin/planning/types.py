@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from twin.planning import _validate as v
-from twin.planning import geometry
+from twin.planning.collision import geometry
 from twin.planning.errors import PlanningInputError
 
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.planning.curve import Blend, JointCurve, Line
 from twin.planning.errors import PlanningInputError
+from twin.planning.motion.curve import Blend, JointCurve, Line
 
 _TINY = 1e-12
 

@@ -23,12 +23,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.planning import self_collision
-from twin.planning import spheres as sph
-from twin.planning.spheres import SphereSet
+from twin.planning.collision import self_collision
+from twin.planning.collision import spheres as sph
+from twin.planning.collision.spheres import SphereSet
 from twin.spatial import batch
 
 _MATRIX_CACHE: dict[tuple, frozenset] = {}
+
+
+#: Names of the attached bodies the planner manages (tool, attachments, carried object).
+TOOL_BODY = "replaceable_tool"
+ATTACHMENTS_BODY = "attachments"
+CARRIED_BODY = "carried_object"
 
 
 @dataclass(frozen=True)
@@ -364,3 +370,10 @@ def _lipschitz_weights(group: np.ndarray, local: np.ndarray, chain: AnchorChain)
 
 def _perp(vec: np.ndarray, axis: np.ndarray) -> np.ndarray:
     return vec - np.dot(vec, axis) * axis
+
+
+if __name__ == "__main__":  # pragma: no cover - regeneration of the shipped self-collision matrix
+    from twin.kinematics import ArmModel
+
+    arm = ArmModel.default()
+    print(self_collision.write(arm, RobotSpheres(arm, matrix=False)))

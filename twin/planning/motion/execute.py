@@ -36,11 +36,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.planning.curve import JointCurve, MotionChecker, build_curve, curve_free
 from twin.planning.errors import PlanningInputError
-from twin.planning.linear import CartesianPath, LinearMotion, linear_motion, resolve_flange_T_tcp
+from twin.planning.motion.curve import JointCurve, MotionChecker, build_curve, curve_free
+from twin.planning.motion.linear import (
+    CartesianPath,
+    LinearMotion,
+    linear_motion,
+    resolve_flange_T_tcp,
+)
+from twin.planning.motion.timing import Trajectory, time_parameterize
 from twin.planning.requests import Movement, Waypoint
-from twin.planning.timing import Trajectory, time_parameterize
 from twin.robot import JointCommand, Robot
 
 ACCELERATION_TIME_S = 0.25

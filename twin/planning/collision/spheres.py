@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.planning import geometry
+from twin.planning.collision import geometry
 from twin.spatial import batch
 
 _SLACK_TOLERANCE = 0.01  # m, see _fewest_near_best

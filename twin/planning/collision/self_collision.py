@@ -12,7 +12,8 @@ A pair that never comes within ``CLEARANCE`` is dropped; the rest are kept. Like
 PyBullet comparison in the tests and benchmarks checks it (every pair not adjacent, exactly).
 
 The result is stored per URDF (keyed by the file's SHA-256) in ``assets/planning`` so planners
-load it instead of regenerating it; ``python -m twin.planning.self_collision`` rewrites it.
+load it instead of regenerating it; ``python -m twin.planning.collision.robot_model`` rewrites it
+(``write``; the robot model is its caller, so this module does not import it back).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from twin.planning import geometry
+from twin.planning.collision import geometry
 from twin.spatial import batch
 
 SAMPLES = 20_000
@@ -205,11 +206,3 @@ def write(model, robot) -> Path:
     }
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return path
-
-
-if __name__ == "__main__":  # pragma: no cover - regeneration entry point
-    from twin.kinematics import ArmModel
-    from twin.planning.robot_model import RobotSpheres
-
-    arm = ArmModel.default()
-    print(write(arm, RobotSpheres(arm, matrix=False)))

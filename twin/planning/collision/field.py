@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.planning import geometry
+from twin.planning.collision import geometry
 from twin.planning.types import Obstacle, ObstacleKind
 
 _SQRT3_2 = 0.5 * np.sqrt(3.0)

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from twin.planning import _validate as v
-from twin.planning.curve import JointCurve, build_curve
 from twin.planning.errors import PlanningInputError
+from twin.planning.motion.curve import JointCurve, build_curve
 from twin.spatial import batch, quaternion
 
 ROTATION_LENGTH = 0.1  # m per rad: how a rotation counts in node spacing and path length

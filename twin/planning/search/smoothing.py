@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from twin.planning.checker import CollisionChecker
+from twin.planning.collision.checker import CollisionChecker
 
 
 def path_length(path: np.ndarray) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.planning.checker import CollisionChecker
+from twin.planning.collision.checker import CollisionChecker
 
 
 class _Tree:

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.planning.curve import Blend, MotionChecker, curve_free, piece_samples
 from twin.planning.errors import PlanningInputError
-from twin.planning.linear import CartesianPath, linear_motion, resolve_flange_T_tcp
+from twin.planning.motion.curve import Blend, MotionChecker, curve_free, piece_samples
+from twin.planning.motion.linear import CartesianPath, linear_motion, resolve_flange_T_tcp
 from twin.planning.requests import BlendRadius, Movement, Waypoint
 
 LADDER = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125)

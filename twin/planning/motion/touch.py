@@ -39,9 +39,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from twin.planning import _validate as v
-from twin.planning.curve import MotionChecker, curve_free
 from twin.planning.errors import PlanningInputError
-from twin.planning.linear import CartesianPath, LinearMotion, linear_motion, resolve_flange_T_tcp
+from twin.planning.motion.curve import MotionChecker, curve_free
+from twin.planning.motion.linear import (
+    CartesianPath,
+    LinearMotion,
+    linear_motion,
+    resolve_flange_T_tcp,
+)
 
 APPROACH_DISTANCE = 0.05  # m, default approach length
 RETRACT_DISTANCE = 0.05  # m, default retract length
@@ -256,9 +261,9 @@ def touch_checker(planner, max_carried_object_compression_distance: float | None
     boxes removed and the carried object (box) shortened by the compression distance at its far
     end along the tool direction (a carried mesh is moved back by it along the tool direction);
     the same obstacles, margin and limits. Reads the planner's current tool, TCP and object."""
-    from twin.planning.checker import CollisionChecker
-    from twin.planning.planner import CARRIED_BODY, TOOL_BODY
-    from twin.planning.spheres import SphereSet, cover_mesh
+    from twin.planning.collision.checker import CollisionChecker
+    from twin.planning.collision.robot_model import CARRIED_BODY, TOOL_BODY
+    from twin.planning.collision.spheres import SphereSet, cover_mesh
 
     c = float(max_carried_object_compression_distance or 0.0)
     if not np.isfinite(c) or c < 0.0:
@@ -292,7 +297,7 @@ def touch_checker(planner, max_carried_object_compression_distance: float | None
 def _shortened_box_cover(planner, anchor_T_tcp, box, u_tcp, c):
     """Sphere cover (anchor frame) of a carried box shortened by ``c`` m on the face whose
     outward normal is most aligned with the tool direction ``u_tcp`` (TCP frame)."""
-    from twin.planning.spheres import SphereSet
+    from twin.planning.collision.spheres import SphereSet
 
     m = box.bottom_centered_transform
     dims = np.array(box.dimensions, dtype=float)

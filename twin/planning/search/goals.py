@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.planning import smoothing
-from twin.planning.checker import CollisionChecker
+from twin.planning.collision.checker import CollisionChecker
 from twin.planning.requests import GoalPrioritization, PathError
-from twin.planning.rrt import rrt_connect
+from twin.planning.search import smoothing
+from twin.planning.search.rrt import rrt_connect
 
 
 @dataclass(frozen=True)
@@ -53,16 +53,14 @@ def plan_to_goals(
     prioritization: GoalPrioritization,
     rng_factory: Callable[[], np.random.Generator],
     params: SearchParameters,
-    star: tuple[bool, np.ndarray, np.ndarray] | None = None,
 ) -> Outcome:
     """Plan from ``start`` (n,) to one of ``goals`` (G, n) rad; ``rng_factory`` is called once,
-    only when a goal needs a search (the common easy query draws no random number).
-    ``star``: ``checker.star(start, goals)`` when the caller already has it (used only when
-    every goal is inside the limits, as it was then computed on all of them)."""
+    only when a goal needs a search (the common easy query, one goal whose straight segment is
+    free, draws no random number and returns at once: the one place that rule lives)."""
     rng = _Lazy(rng_factory)
     in_limits = checker.within_limits(goals)
     if in_limits.all():  # the common case: no index bookkeeping
-        start_free, free, direct = checker.star(start, goals) if star is None else star
+        start_free, free, direct = checker.star(start, goals)
         if not start_free:
             return Outcome(PathError.BLOCKED_START)
     else:

@@ -34,9 +34,9 @@ import math
 
 import numpy as np
 
-from twin.planning.field import DistanceField
-from twin.planning.kernel import SphereKernel
-from twin.planning.robot_model import CompiledSpheres, RobotSpheres
+from twin.planning.collision.field import DistanceField
+from twin.planning.collision.kernel import SphereKernel
+from twin.planning.collision.robot_model import CompiledSpheres, RobotSpheres
 
 #: Motion (m) between the coarse samples of a segment's first round.
 COARSE_SPACING = 0.1

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from twin.planning.field import DistanceField
-from twin.planning.robot_model import AnchorChain, CompiledSpheres
+from twin.planning.collision.field import DistanceField
+from twin.planning.collision.robot_model import AnchorChain, CompiledSpheres
 
 #: Largest m * n * k of one BLAS call (OpenBLAS stays single-threaded below 2 * 65536 * 4).
 _BLOCK_MNK = 400_000
