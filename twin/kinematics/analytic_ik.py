@@ -33,7 +33,7 @@ import numpy as np
 from twin.kinematics import vec3 as v3
 
 if TYPE_CHECKING:
-    from twin.kinematics.model import ArmModel
+    from twin.kinematics.arm_data import ArmData
 
 #: Tolerance (m, or unit-vector components) of the geometry checks at load.
 GEOMETRY_TOL = 1e-9
@@ -143,7 +143,7 @@ def _flag(x: np.ndarray) -> np.ndarray:
 class SphericalWristIk:
     """The closed form of one arm; ``build`` checks the geometry and returns it or a reason."""
 
-    def __init__(self, model: ArmModel, w: np.ndarray, o: np.ndarray, c: np.ndarray) -> None:
+    def __init__(self, model: ArmData, w: np.ndarray, o: np.ndarray, c: np.ndarray) -> None:
         self.model = model
         self.w = w  # (6, 3) joint axes, base frame, q = 0
         self.o = o  # (6, 3) a point on each axis (the joint frame origin), m
@@ -186,7 +186,7 @@ class SphericalWristIk:
         self._links: dict[str, np.ndarray] = {}
 
     @classmethod
-    def build(cls, model: ArmModel) -> SphericalWristIk | str:
+    def build(cls, model: ArmData) -> SphericalWristIk | str:
         """The solver for ``model``, or a string saying which geometric condition fails."""
         if model.n_joints != 6:
             return f"the closed form needs 6 revolute joints, the arm has {model.n_joints}"

@@ -17,7 +17,7 @@ import numpy as np
 from twin.spatial import quaternion as quat
 
 if TYPE_CHECKING:
-    from twin.kinematics.model import ArmModel
+    from twin.kinematics.arm_data import ArmData
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,7 +33,7 @@ class NumericIkResult:
 
 
 def solve(
-    model: ArmModel,
+    model: ArmData,
     pose: np.ndarray,
     q0: np.ndarray,
     link: str = "tcp",
