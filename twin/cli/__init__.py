@@ -3,6 +3,7 @@
     twin demo            plan and execute over the scene, tare and weigh with the F/T sensor
     twin info            the arm model from the shipped URDF (joints, limits, home, TCP pose)
     twin emulate         the serial device emulators on pseudo-terminals
+    twin replay          replay a recording in a fresh sim, report the divergence
 
 Each subcommand is a module of this package with an ``add_parser(subparsers)`` function that
 declares its arguments and sets ``func`` to the function that runs it (``args -> exit code``);
@@ -16,10 +17,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from twin.cli import demo, emulate, info
+from twin.cli import demo, emulate, info, replay
 
 #: Every subcommand's module, in the order ``twin --help`` lists them.
-SUBCOMMANDS = (demo, info, emulate)
+SUBCOMMANDS = (demo, info, emulate, replay)
 
 
 def build_parser() -> argparse.ArgumentParser:

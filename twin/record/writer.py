@@ -1,0 +1,187 @@
+"""``McapWriter``: messages to an MCAP file, written off the control thread, that survives
+``kill -9``.
+
+``add(topic, t_us, encode, *args)`` only queues: the caller's thread (a control loop) pays for an
+append. A writer thread calls ``encode(*args)`` (JSON text, or a dict to be JSON-encoded) and
+writes the message with the ``mcap`` library: JSON messages, JSON schemas
+(``schemas.SCHEMAS``), zstd-compressed chunks. Every ``flush_interval_s`` of wall time the chunk
+in progress is closed and written out, so a process killed at any moment loses at most about that
+interval and leaves a file whose complete chunks the ``mcap`` readers read. ``close()`` drains the
+queue and writes the summary (statistics, indexes) that a seeking reader uses.
+
+A failure to write (a full disk, a bad encoder) never raises into the control loop: the writer
+stops, counts every message it could not write, and ``close()`` raises ``RecordingError`` with
+the cause and the counts. A queue that outgrows ``max_queued`` messages (a writer that cannot keep
+up) drops new messages and counts them the same way.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import pathlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mcap.writer import CompressionType, Writer
+
+from twin.record.schemas import CHANNELS, SCHEMAS
+
+#: Wall time between forced chunk writes (s): about the most a killed recording loses.
+DEFAULT_FLUSH_INTERVAL_S = 0.5
+#: Wall time the writer thread sleeps between drains of the queue (s).
+DRAIN_INTERVAL_S = 0.02
+#: Messages the queue may hold before new ones are dropped (and counted).
+DEFAULT_MAX_QUEUED = 200_000
+#: Profile string written in the MCAP header.
+PROFILE = "twin"
+
+
+class RecordingError(ValueError):
+    """A recording could not be written or read; the message says what and why."""
+
+
+def _identity(message: Any) -> Any:
+    return message
+
+
+class McapWriter:
+    """Register channels lazily, queue messages with robot-time stamps, write on a thread.
+
+    path: the ``.mcap`` file (created or replaced). metadata: string -> JSON-able values, stored
+    as the MCAP metadata record ``twin`` (values JSON-encoded), written before ``__init__`` returns.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        metadata: dict[str, Any] | None = None,
+        flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+        max_queued: int = DEFAULT_MAX_QUEUED,
+    ) -> None:
+        if not (flush_interval_s > 0.0):
+            raise ValueError(f"flush_interval_s must be > 0 s, got {flush_interval_s}")
+        self.path = pathlib.Path(path)
+        if self.path.suffix != ".mcap":
+            raise ValueError(f"a recording file must end in .mcap, got {str(self.path)!r}")
+        self._file = open(self.path, "wb")  # noqa: SIM115 - closed by the writer thread's end
+        self._writer = Writer(self._file, compression=CompressionType.ZSTD)
+        self._writer.start(profile=PROFILE, library="twin")
+        if metadata:
+            self._writer.add_metadata(
+                "twin", {k: json.dumps(v, sort_keys=True) for k, v in metadata.items()}
+            )
+        self._writer.flush()  # header and metadata are on disk at once
+        self._channels: dict[str, int] = {}
+        self._schemas: dict[str, int] = {}
+        self._queue: collections.deque = collections.deque()
+        self._max_queued = max_queued
+        self._flush_interval_s = flush_interval_s
+        self.written: dict[str, int] = collections.defaultdict(int)
+        self.dropped = 0
+        self.error: BaseException | None = None
+        self._closing = threading.Event()
+        self._closed = False
+        self._thread = threading.Thread(
+            target=self._run, name=f"mcap {self.path.name}", daemon=True
+        )
+        self._thread.start()
+
+    # ------------------------------------------------------------------ control thread
+    def add(
+        self, topic: str, t_us: int, encode: Callable[..., Any] = _identity, *args: Any
+    ) -> None:
+        """Queue a message on ``topic`` at robot time ``t_us``: ``encode(*args)`` (run on the
+        writer thread) gives its JSON text or a JSON-able dict; ``add(topic, t, message)``
+        queues a ready message. Never raises for a write failure: see the module doc."""
+        if self._closed:
+            raise RecordingError(f"the recording {str(self.path)!r} is closed")
+        if topic not in CHANNELS:
+            raise ValueError(f"unknown recording topic {topic!r}; expected one of {list(CHANNELS)}")
+        if not callable(encode):  # a ready message
+            encode, args = _identity, (encode,)
+        if self.error is not None or len(self._queue) >= self._max_queued:
+            self.dropped += 1
+            return
+        self._queue.append((topic, t_us, time.time_ns(), encode, args))
+
+    # ------------------------------------------------------------------- writer thread
+    def _run(self) -> None:
+        next_flush = time.monotonic() + self._flush_interval_s
+        while True:
+            closing = self._closing.wait(DRAIN_INTERVAL_S)
+            self._drain()
+            now = time.monotonic()
+            if self.error is None and (closing or now >= next_flush):
+                self._guard(self._writer.flush)
+                next_flush = now + self._flush_interval_s
+            if closing:
+                break
+        if self.error is None:
+            self._guard(self._writer.finish)
+        self._file.close()
+
+    def _drain(self) -> None:
+        queue = self._queue
+        while queue:
+            topic, t_us, wall_ns, encode, args = queue.popleft()
+            if self.error is not None:
+                self.dropped += 1
+                continue
+            try:
+                message = encode(*args)
+                data = message if isinstance(message, str) else json.dumps(message)
+                cid = self._channels.get(topic)
+                if cid is None:
+                    cid = self._channel(topic)
+                self._writer.add_message(cid, int(t_us) * 1000, data.encode(), wall_ns)
+                self.written[topic] += 1
+            except Exception as e:  # a full disk, a bad encoder: stop, count, report at close
+                self.error = e
+                self.dropped += 1
+
+    def _guard(self, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except Exception as e:
+            self.error = e
+
+    def _channel(self, topic: str) -> int:
+        schema_name = CHANNELS[topic]
+        if schema_name not in self._schemas:
+            self._schemas[schema_name] = self._writer.register_schema(
+                schema_name, "jsonschema", json.dumps(SCHEMAS[schema_name]).encode()
+            )
+        cid = self._writer.register_channel(topic, "json", self._schemas[schema_name])
+        self._channels[topic] = cid
+        return cid
+
+    # ------------------------------------------------------------------------ lifetime
+    @property
+    def counts(self) -> dict[str, int]:
+        """Messages written so far, per topic."""
+        return dict(self.written)
+
+    def close(self) -> None:
+        """Write what is queued and the summary, close the file; safe to call twice. Raises
+        ``RecordingError`` once if messages were lost (the cause and the counts)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.set()
+        self._thread.join()
+        if self.error is not None or self.dropped:
+            cause = f"{type(self.error).__name__}: {self.error}" if self.error else "queue full"
+            raise RecordingError(
+                f"recording {str(self.path)!r}: {self.dropped} messages were not written "
+                f"({cause}); {sum(self.written.values())} were"
+            )
+
+    def __enter__(self) -> McapWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
