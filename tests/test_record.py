@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import signal
 import subprocess
@@ -239,3 +241,72 @@ def test_kill_9_loses_at_most_the_last_second(tmp_path):
 
         first = next(iter(NonSeekingReader(f).iter_messages(log_time_order=False)))
         assert first[1].topic.startswith("/")
+
+
+class FillingDisk(io.RawIOBase):
+    """A real file on a disk that fills up: after ``budget`` bytes every write fails with
+    ENOSPC, as the kernel's would (the full disk is what is absent here)."""
+
+    def __init__(self, path, budget: int) -> None:
+        self._file = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self.name = str(path)
+        self._left = budget
+
+    def writable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)  # the writer asks tell(), i.e. seek(0, 1)
+
+    def write(self, data) -> int:
+        if len(data) > self._left:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.name)
+        self._left -= len(data)
+        return self._file.write(data)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def test_a_full_disk_never_raises_into_the_loop_and_is_reported_at_close(tmp_path):
+    from twin.backends import open_robot
+    from twin.record import RecordingRobot
+
+    disk = FillingDisk(tmp_path / "full.mcap", budget=20_000)
+    writer = McapWriter(io.BufferedWriter(disk), {"backend": "sim"}, flush_interval_s=0.01)
+    robot = RecordingRobot(open_robot("sim", seed=0), writer)
+    for _ in range(300):  # the loop goes on: nothing raises here
+        robot.read()
+        robot.step()
+        time.sleep(0.001)
+    robot.close()
+    with pytest.raises(RecordingError, match=r"were not written \(OSError: \[Errno 28\]"):
+        writer.close()
+    assert writer.dropped > 0
+    assert sum(writer.written.values()) > 0  # what came before the disk filled was written
+
+
+def test_twin_replay_reports_on_the_command_line(sim_recording, tmp_path):
+    run = [sys.executable, "-m", "twin", "replay"]
+    done = subprocess.run(
+        [*run, str(sim_recording), "--plot", str(tmp_path / "r.png")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "reproduced" in done.stdout
+    assert (tmp_path / "r.png").stat().st_size > 5000
+    info = subprocess.run(
+        [*run, str(sim_recording), "--info"], capture_output=True, text=True, timeout=300
+    )
+    assert info.returncode == 0
+    assert "/robot/state" in info.stdout and "twin.RobotState" in info.stdout
+    missing = subprocess.run(
+        [*run, str(tmp_path / "none.mcap")], capture_output=True, text=True, timeout=300
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines()[-1].startswith("twin replay: no recording")
+    assert "Traceback" not in missing.stderr

@@ -24,7 +24,7 @@ import pathlib
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 from mcap.writer import CompressionType, Writer
 
@@ -51,23 +51,28 @@ def _identity(message: Any) -> Any:
 class McapWriter:
     """Register channels lazily, queue messages with robot-time stamps, write on a thread.
 
-    path: the ``.mcap`` file (created or replaced). metadata: string -> JSON-able values, stored
-    as the MCAP metadata record ``twin`` (values JSON-encoded), written before ``__init__`` returns.
+    output: the ``.mcap`` file (created or replaced), or an open binary stream (closed with the
+    writer). metadata: string -> JSON-able values, stored as the MCAP metadata record ``twin``
+    (values JSON-encoded), written before ``__init__`` returns.
     """
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        output: str | os.PathLike | BinaryIO,
         metadata: dict[str, Any] | None = None,
         flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
         max_queued: int = DEFAULT_MAX_QUEUED,
     ) -> None:
         if not (flush_interval_s > 0.0):
             raise ValueError(f"flush_interval_s must be > 0 s, got {flush_interval_s}")
-        self.path = pathlib.Path(path)
-        if self.path.suffix != ".mcap":
-            raise ValueError(f"a recording file must end in .mcap, got {str(self.path)!r}")
-        self._file = open(self.path, "wb")  # noqa: SIM115 - closed by the writer thread's end
+        if isinstance(output, (str, os.PathLike)):
+            self.path = pathlib.Path(output)
+            if self.path.suffix != ".mcap":
+                raise ValueError(f"a recording file must end in .mcap, got {str(self.path)!r}")
+            self._file = open(self.path, "wb")  # noqa: SIM115 - closed by the writer thread
+        else:
+            self.path = pathlib.Path(getattr(output, "name", "<stream>"))
+            self._file = output
         self._writer = Writer(self._file, compression=CompressionType.ZSTD)
         self._writer.start(profile=PROFILE, library="twin")
         if metadata:
@@ -122,7 +127,7 @@ class McapWriter:
                 break
         if self.error is None:
             self._guard(self._writer.finish)
-        self._file.close()
+        self._guard(self._file.close)
 
     def _drain(self) -> None:
         queue = self._queue
@@ -147,7 +152,8 @@ class McapWriter:
         try:
             call()
         except Exception as e:
-            self.error = e
+            if self.error is None:  # the first failure is the cause
+                self.error = e
 
     def _channel(self, topic: str) -> int:
         schema_name = CHANNELS[topic]
