@@ -1,8 +1,8 @@
 """Frame transformers: single ``update`` latency and ``update_batch`` throughput, in one run
 beside a straightforward numpy implementation of the same maths (the anchor).
 
-Configurations: the spec's example wrench section (input on the moving frame, output on the fixed
-frame) for the 6-vector transformers, with a moving-frame transform that is not the identity;
+Configurations: the example wrench section of ``docs/formats/transformer-config.md`` (input on the
+moving frame, output on the fixed frame) for the 6-vector transformers, with a moving-frame transform that is not the identity;
 ``PoseTf`` from a body point to a rotated base. Measured:
 * ``update``: one call with ``out`` given (the allocation-free control-loop form), median and p99;
   also ``set_fixed_to_moving_frame_tf`` + ``update`` (the per-loop cost when the moving frame

@@ -276,7 +276,7 @@ def full_example_model(
     )
 
 
-# Mirror of the reference's test_export.onnx, named by the convention (spec table).
+# Mirror of exploy's own test_export.onnx, named by the convention (docs/formats/onnx-policy.md).
 REF_JOINTS = ("j1", "j2", "j3")
 REF_INPUTS = [
     TensorSpec("obj.robot1.joints.pos", 3),

@@ -37,7 +37,8 @@ def test_emulated_servo_bus_answers_a_ping(tmp_path):
         for line in proc.stdout:  # blocks until the emulators say they are ready
             if "ready" in line:
                 break
-        ping = bytes([0xFF, 0xFF, 0xFD, 0x00, 0x01, 0x03, 0x00, 0x01, 0x19, 0x4E])  # spec example
+        # The known-good PING of id 1 (docs/protocols/dynamixel.md).
+        ping = bytes([0xFF, 0xFF, 0xFD, 0x00, 0x01, 0x03, 0x00, 0x01, 0x19, 0x4E])
         with serial.Serial(str(tmp_path / "servo_bus"), 57600, timeout=2.0) as port:
             port.write(ping)
             reply = port.read(14)

@@ -47,7 +47,7 @@ def _replies(port, n: int) -> list[dxl.StatusPacket]:
 
 def test_ping_answer_is_the_reference_status_packet(chain):
     _emu, port, *_ = chain
-    port.write(bytes.fromhex("FFFFFD0001030001194E"))  # the spec's reference PING to id 1
+    port.write(bytes.fromhex("FFFFFD0001030001194E"))  # PING of id 1, docs/protocols/dynamixel.md
     raw = port.read(14)
     assert raw == dxl.encode_status(dxl.ping_status(1, 1100, 46))
     assert dxl.parse_ping_status(dxl.decode_packet(raw)) == (1100, 46)

@@ -77,7 +77,7 @@ def test_round_trip_quaternion_rpy(a):
     r = SO3(a)
     roll, pitch, yaw = r.rpy()
     assert abs(pitch) <= np.pi / 2 + 1e-12
-    # Near gimbal lock Z-Y-X is bounded near sqrt(eps) (motionkit ADR): 1e-7 is the real limit.
+    # Near gimbal lock Z-Y-X is bounded near sqrt(eps) (docs/reference/spatial.md): 1e-7 is the real limit.
     assert SO3.from_rpy(roll, pitch, yaw).angle_to(r) < 1e-7
 
 

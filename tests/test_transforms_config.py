@@ -61,7 +61,7 @@ def write(tmp_path, doc, name="cfg.json"):
     return path
 
 
-# --------------------------------------------------------------------------- the spec's example
+# ------------------------------------- the worked examples of docs/formats/transformer-config.md
 @pytest.mark.parametrize("source", ["asset", "spec"])
 def test_spec_wrench_worked_example(tmp_path, source):
     path = EXAMPLE if source == "asset" else write(tmp_path, SPEC_TEXT)

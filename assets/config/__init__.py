@@ -1,8 +1,8 @@
 """Example configuration files (package data of ``assets``, found with ``importlib.resources``).
 
 ``tf_example.json``: transformer configuration in the vendor SDK's format
-(``docs/formats/transformer-config.md``): the spec's ``tf_wrench_config`` section verbatim and a
-``tf_imu_config`` section for the spec's IMU worked example (input and output axes on the moving
+(``docs/formats/transformer-config.md``): that page's ``tf_wrench_config`` section verbatim and a
+``tf_imu_config`` section for its IMU worked example (input and output axes on the moving
 frame, output point 1 m along x from the input point).
 """
 

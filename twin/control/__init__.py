@@ -1,8 +1,8 @@
 """ONNX policy controller, compatible with exploy's naming and metadata convention.
 
 ``OnnxRLController(state, command, data_collection)`` loads a policy (``create``), connects it
-to the robot (``init``) and runs it (``update(t_us)``), with the tensor matching of the
-reference controller (``docs/formats/onnx-policy.md``). ``RobotStateAdapter`` serves the
+to the robot (``init``) and runs it (``update(t_us)``), with the tensor matching of exploy's
+controller (``docs/reference/onnx-controller.md``, ``docs/formats/onnx-policy.md``). ``RobotStateAdapter`` serves the
 state interface from any ``twin.robot.Robot``; ``CommandSource`` holds settable commands;
 ``CsvDataCollection`` records every model input and output.
 """

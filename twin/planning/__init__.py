@@ -1,4 +1,4 @@
-"""Collision-aware motion planning (after the reference's ``Zivid::Motion`` planner API).
+"""Collision-aware motion planning (after the Zivid Motion planner API: ``docs/reference/planner.md``).
 
     planner = Planner(PlannerSettings(seed=0))
     planner.set_obstacles(obstacles_from_scene("table"))

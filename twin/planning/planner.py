@@ -1,4 +1,4 @@
-"""``Planner``: the planner API (after the reference's ``Zivid::Motion::Planner``), first part.
+"""``Planner``: the planner API (after Zivid Motion's ``Planner``, ``docs/reference/planner.md``), first part.
 
 Poses are 4x4 matrices in the cell base frame (the arm's base frame), metres and radians.
 Input errors raise ``PlanningInputError``; planning failures are ``PathResult`` errors.

@@ -40,7 +40,7 @@ class Movement(enum.Enum):
 
 
 class PathError(enum.Enum):
-    """Why no path was found (the reference's ``PathResult::Error``)."""
+    """Why no path was found (``PathResult::Error`` in ``docs/reference/planner.md``)."""
 
     BLOCKED_START = "blocked_start"  # the start configuration is blocked (or outside the limits)
     BLOCKED_END = "blocked_end"  # every goal inside the joint limits is blocked

@@ -17,7 +17,7 @@ import numpy as np
 
 #: Below this rotation angle (rad) the exp/log maps switch to their Taylor series.
 SMALL_ANGLE_RAD = 1e-4
-#: Below this cos(pitch) the Z-Y-X decomposition is treated as gimbal-locked (motionkit ADR).
+#: Below this cos(pitch) the Z-Y-X decomposition is treated as gimbal-locked (docs/reference/spatial.md).
 GIMBAL_LOCK_COS_PITCH = 1e-8
 
 

@@ -1,4 +1,4 @@
-"""Collision-safe blend radii per way-point (the reference's ``BlendRadius``).
+"""Collision-safe blend radii per way-point (``BlendRadius``, ``docs/reference/planner.md``).
 
 At way-point ``i`` of a path (start, w_1, ..., w_n) the blend replaces the corner by the curve
 that ``curve`` (joint segments) or ``linear.CartesianPath`` (linear segments) defines. Units, as

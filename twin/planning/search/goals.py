@@ -1,6 +1,6 @@
 """Planning to several goals: error classification, direct segments first, RRT-Connect, smoothing.
 
-Order of checks (the reference's errors): the start outside the limits or blocked ->
+Order of checks (the errors of ``docs/reference/planner.md``): the start outside the limits or blocked ->
 ``blocked_start``; every goal outside the limits -> ``kinematic_violation``; every goal inside
 the limits blocked -> ``blocked_end``; otherwise a path to a free goal, or ``blocked_path``.
 
