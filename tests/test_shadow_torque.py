@@ -24,19 +24,19 @@ def _run(without_ft: bool, seconds: float = 1.6):
     """The transient-contact scenario of ``test_shadow_live``; the shadow sees no F/T reading
     when ``without_ft``. Returns (times s, reports, states)."""
     reports, states = [], []
-    with PyBulletRobot(seed=13, ft=FtSensorConfig(noise_std=FT_NOISE), imu=IMU) as real:
-        with Shadow(real, config=ShadowConfig()) as shadow:
-            for k in range(round(seconds / real.control_period_s)):
-                t = k * real.control_period_s
-                if abs(t - ON_S) < 1e-9:
-                    real.set_external_force(PUSH)
-                if abs(t - OFF_S) < 1e-9:
-                    real.set_external_force(None)
-                real.write(tracking(real, t))
-                real.step()
-                state = real.read()
-                states.append(state)
-                reports.append(shadow.update(replace(state, wrench=None) if without_ft else state))
+    real = PyBulletRobot(seed=13, ft=FtSensorConfig(noise_std=FT_NOISE), imu=IMU)
+    with real, Shadow(real, config=ShadowConfig()) as shadow:
+        for k in range(round(seconds / real.control_period_s)):
+            t = k * real.control_period_s
+            if abs(t - ON_S) < 1e-9:
+                real.set_external_force(PUSH)
+            if abs(t - OFF_S) < 1e-9:
+                real.set_external_force(None)
+            real.write(tracking(real, t))
+            real.step()
+            state = real.read()
+            states.append(state)
+            reports.append(shadow.update(replace(state, wrench=None) if without_ft else state))
     return np.array([r.t_us for r in reports]) * 1e-6, reports, states
 
 
