@@ -9,7 +9,6 @@ the motions are free of obstacles there: they are joint-space moves without coll
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +16,7 @@ import numpy as np
 from twin.dynamics import ArmDynamics
 from twin.planning.execute import TRACKING_KD, TRACKING_KP, dynamics_feedforward, follow, prepare
 from twin.planning.requests import Waypoint
-from twin.robot import JointCommand, Robot, RobotState
+from twin.robot import JointCommand, Robot
 
 
 @dataclass(frozen=True)
@@ -25,15 +24,13 @@ class StaticSample:
     """Averages over a hold at one configuration.
 
     q: (n,) rad; wrench: (6,) N, N m, sensor frame (NaN without F/T samples);
-    specific_force: (3,) m/s^2, IMU frame (NaN without IMU samples); observation: the mean of
-    ``observe(state)`` when given (e.g. a camera's (4, 4) pose), else None;
+    specific_force: (3,) m/s^2, IMU frame (NaN without IMU samples);
     samples: number of distinct F/T samples averaged.
     """
 
     q: np.ndarray
     wrench: np.ndarray
     specific_force: np.ndarray
-    observation: np.ndarray | None
     samples: int
 
 
@@ -58,12 +55,11 @@ def hold_and_read(
     q: np.ndarray,
     seconds: float,
     dynamics: ArmDynamics | None = None,
-    observe: Callable[[RobotState], np.ndarray] | None = None,
     settle_s: float = 0.3,
 ) -> StaticSample:
     """Hold ``q`` (gravity feedforward and the tracking gains) for ``settle_s``, then for
-    ``seconds`` more, averaging the joint states, the new F/T and IMU samples and
-    ``observe(state)`` of every cycle of the second part."""
+    ``seconds`` more, averaging the joint states and the new F/T and IMU samples of the second
+    part."""
     model = robot.model
     dyn = ArmDynamics(model) if dynamics is None else dynamics
     q = np.asarray(q, float)
@@ -74,7 +70,7 @@ def hold_and_read(
         np.array(TRACKING_KP),
         np.array(TRACKING_KD),
     )
-    qs, wrenches, imus, seen = [], {}, {}, []
+    qs, wrenches, imus = [], {}, {}
     for _ in range(round(settle_s / robot.control_period_s)):
         robot.write(hold)
         robot.step()
@@ -87,13 +83,10 @@ def hold_and_read(
             wrenches[state.wrench.t_us] = np.asarray(state.wrench.wrench, float)
         if state.imu is not None:
             imus[state.imu.t_us] = np.asarray(state.imu.specific_force, float)
-        if observe is not None:
-            seen.append(np.asarray(observe(state), float))
     nan = np.full(6, np.nan)
     return StaticSample(
         q=np.mean(qs, axis=0),
         wrench=np.mean(list(wrenches.values()), axis=0) if wrenches else nan,
         specific_force=np.mean(list(imus.values()), axis=0) if imus else nan[:3],
-        observation=np.mean(seen, axis=0) if seen else None,
         samples=len(wrenches),
     )

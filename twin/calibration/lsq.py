@@ -38,17 +38,17 @@ def solve(a: np.ndarray, b: np.ndarray, max_condition: float = MAX_CONDITION) ->
     norms = np.linalg.norm(a, axis=0)
     scale = np.where(norms == 0.0, 1.0, norms)
     scaled = a / scale
-    s = np.linalg.svd(scaled, compute_uv=False)
+    u, s, vt = np.linalg.svd(scaled, full_matrices=False)
     tol = s[0] * max(a.shape) * np.finfo(float).eps if s.size else 0.0
-    rank = int(np.sum(s > tol))
+    keep = s > tol
+    rank = int(np.sum(keep))
     full = rank == a.shape[1] and a.shape[0] >= a.shape[1]
     condition = float(s[0] / s[-1]) if full else float("inf")
-    x_scaled, *_ = np.linalg.lstsq(scaled, b, rcond=None)
-    x = x_scaled / scale
+    # minimum-norm solution (of the scaled unknowns) over the kept singular directions
+    x = (vt[keep].T @ ((u[:, keep].T @ b) / s[keep])) / scale
     residuals = a @ x - b
     if full:
-        inv = np.linalg.inv(scaled.T @ scaled)
-        covariance = inv / np.outer(scale, scale)
+        covariance = ((vt.T / s**2) @ vt) / np.outer(scale, scale)
     else:
         covariance = np.full((a.shape[1], a.shape[1]), np.inf)
     return LsqFit(
