@@ -48,6 +48,16 @@ def robot():
         yield r
 
 
+def _pose_bounds(recording: Recording) -> tuple[float, float]:
+    """(rad, m): 3 sigma of one relative pose's noise (two observations, hence sqrt 2; averaging
+    over the pairs only lowers it). Positions: the camera's noise plus its rotation noise over
+    the largest camera-marker distance."""
+    distance = np.linalg.norm(recording.cam_T_marker[:, :3, 3], axis=1).max()
+    rot_bound = 3 * np.sqrt(2) * NOISE.rotation_std_rad
+    pos_bound = 3 * np.sqrt(2) * (NOISE.position_std_m + NOISE.rotation_std_rad * distance)
+    return rot_bound, pos_bound
+
+
 def _angle(a: np.ndarray, b: np.ndarray) -> float:
     return float(rotation_angle(a[:3, :3].T @ b[:3, :3]))
 
@@ -81,12 +91,7 @@ def test_hand_eye_with_a_wrist_camera_recovers_its_mount(robot, tmp_path):
     np.testing.assert_array_equal(loaded.q, recording.q)
     est = hand_eye_wrist(loaded.flange_poses(MODEL), loaded.cam_T_marker)
     assert est.warning == "" and loaded.mount == "wrist"
-    # bounds: 3 sigma of one relative pose's noise (two observations, hence sqrt 2); averaging
-    # over the pairs only lowers it. Positions: the camera's noise plus its rotation noise over
-    # the camera-marker distance.
-    distance = np.linalg.norm(loaded.cam_T_marker[:, :3, 3], axis=1).max()
-    rot_bound = 3 * np.sqrt(2) * NOISE.rotation_std_rad
-    pos_bound = 3 * np.sqrt(2) * (NOISE.position_std_m + NOISE.rotation_std_rad * distance)
+    rot_bound, pos_bound = _pose_bounds(loaded)
     assert _angle(est.X, FLANGE_T_CAM) < rot_bound
     assert np.linalg.norm(est.X[:3, 3] - FLANGE_T_CAM[:3, 3]) < pos_bound
     assert np.linalg.norm(est.other[:3, 3] - BASE_T_MARKER[:3, 3]) < pos_bound
@@ -99,9 +104,7 @@ def test_hand_eye_with_a_fixed_camera_and_the_base_frame_from_its_points(robot):
     flange = recording.flange_poses(MODEL)
     est = hand_eye_fixed(flange, recording.cam_T_marker)
     assert est.warning == ""
-    distance = np.linalg.norm(recording.cam_T_marker[:, :3, 3], axis=1).max()
-    rot_bound = 3 * np.sqrt(2) * NOISE.rotation_std_rad
-    pos_bound = 3 * np.sqrt(2) * (NOISE.position_std_m + NOISE.rotation_std_rad * distance)
+    rot_bound, pos_bound = _pose_bounds(recording)
     assert _angle(est.other, BASE_T_CAM) < rot_bound
     assert np.linalg.norm(est.other[:3, 3] - BASE_T_CAM[:3, 3]) < pos_bound
     assert np.linalg.norm(est.X[:3, 3] - FLANGE_T_TCP[:3, 3]) < pos_bound
