@@ -12,7 +12,7 @@ import numpy as np
 import pybullet as pb
 import pytest
 
-from twin.dynamics import ArmDynamics
+from twin.dynamics import ArmDynamics, rnea
 from twin.kinematics import ArmModel
 
 REL_TOL = 1e-9
@@ -66,6 +66,9 @@ def test_inverse_dynamics_and_mass_matrix_match_pybullet(client):
     tau, mass = dyn.inverse_dynamics(q, qd, qdd), dyn.mass_matrix(q)
     assert _relative(tau, tau_ref, 1).max() < REL_TOL
     assert _relative(mass, mass_ref, (1, 2)).max() < REL_TOL
+    # the vectorised reference kernels (base-frame prefix sums, CRBA) agree as well
+    assert _relative(rnea.inverse_dynamics(dyn.bodies, q, qd, qdd), tau_ref, 1).max() < REL_TOL
+    assert _relative(rnea.mass_matrix(dyn.bodies, q), mass_ref, (1, 2)).max() < REL_TOL
     # single configurations give the batch's numbers
     np.testing.assert_allclose(
         dyn.inverse_dynamics(q[5], qd[5], qdd[5]), tau[5], rtol=0, atol=1e-13

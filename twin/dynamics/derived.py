@@ -2,7 +2,9 @@
 Coriolis matrix, forward dynamics and the inertial-parameter regressor (all batched: ``q``,
 ``qd``, ``qdd``, ``tau`` (N, n) in rad, rad/s, rad/s^2, N m; base-frame gravity (3,) m/s^2).
 
-The equations of motion: ``M(q) qdd + C(q, qd) qd + g(q) = tau``.
+The equations of motion: ``M(q) qdd + C(q, qd) qd + g(q) = tau``. Torques and mass matrices
+come from the generated code (``model.code``, ``codegen``); the regressor from the vectorised
+kinematics of ``rnea``.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from twin.dynamics.model import GRAVITY, PARAMETER_NAMES, RigidBodyModel
-from twin.dynamics.rnea import Frames, _matvec, cross, inverse_dynamics, mass_matrix, motion
+from twin.dynamics.rnea import Frames, _matvec, cross, motion
 
 _NO_GRAVITY = np.zeros(3)
 
@@ -18,12 +20,12 @@ _NO_GRAVITY = np.zeros(3)
 def gravity_torques(model: RigidBodyModel, q: np.ndarray, gravity=GRAVITY) -> np.ndarray:
     """``g(q)`` (N, n) N m: inverse dynamics at rest."""
     zero = np.zeros_like(q)
-    return inverse_dynamics(model, q, zero, zero, gravity)
+    return model.code.tau_batch(q, zero, zero, gravity)
 
 
 def coriolis_torques(model: RigidBodyModel, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
     """``C(q, qd) qd`` (N, n) N m: centrifugal and Coriolis torques."""
-    return inverse_dynamics(model, q, qd, np.zeros_like(q), _NO_GRAVITY)
+    return model.code.tau_batch(q, qd, np.zeros_like(q), _NO_GRAVITY)
 
 
 def coriolis_matrix(model: RigidBodyModel, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
@@ -48,10 +50,8 @@ def forward_dynamics(
     model: RigidBodyModel, q: np.ndarray, qd: np.ndarray, tau: np.ndarray, gravity=GRAVITY
 ) -> np.ndarray:
     """Joint accelerations (N, n) rad/s^2 under torques ``tau``: ``M^-1 (tau - C qd - g)``."""
-    frames = Frames(model, q)
-    bias = inverse_dynamics(model, q, qd, np.zeros_like(q), gravity, frames)
-    m = mass_matrix(model, q, frames)
-    return np.linalg.solve(m, (tau - bias)[..., None])[..., 0]
+    bias = model.code.tau_batch(q, qd, np.zeros_like(q), gravity)
+    return np.linalg.solve(model.code.mass_batch(q), (tau - bias)[..., None])[..., 0]
 
 
 def regressor(

@@ -19,7 +19,6 @@ import math
 
 import numpy as np
 
-from twin.dynamics import rnea
 from twin.dynamics.arm import ArmDynamics
 
 #: Longest interval (us) still integrated; after a longer gap the observer restarts.
@@ -57,18 +56,17 @@ class MomentumObserver:
         if dt_us == 0:
             return self.residual  # the same state again
         dyn = self.dynamics
-        q2, qd2 = np.asarray(q, float)[None], np.asarray(qd, float)[None]
-        frames = rnea.Frames(dyn.bodies, q2)
-        m = rnea.mass_matrix(dyn.bodies, q2, frames)[0]
-        b = rnea.inverse_dynamics(dyn.bodies, q2, qd2, np.zeros_like(q2), dyn.gravity, frames)[0]
-        p = m @ qd2[0]
+        qd = np.asarray(qd, float)
+        m = dyn.mass_matrix(q)
+        b = dyn.inverse_dynamics(q, qd, np.zeros_like(qd))
+        p = m @ qd
         if dt_us is None or dt_us < 0 or dt_us > MAX_GAP_US:
             self.reset()
             self._p0 = p
         else:
             dt = dt_us * 1e-6
             m_dot = (m - self._m_prev) / dt
-            self._integral += (np.asarray(tau, float) - b + m_dot @ qd2[0] + self.residual) * dt
+            self._integral += (np.asarray(tau, float) - b + m_dot @ qd + self.residual) * dt
             self.residual = (p - self._p0 - self._integral) / self.tau_s
         self._m_prev, self._t_us = m, int(t_us)
         return self.residual

@@ -16,16 +16,12 @@ GRAVITY = np.array([0.0, 0.0, -9.81])  # m/s^2, base frame (z up), as the sim's 
 def gravity_torques(model, q: np.ndarray, gravity: np.ndarray = GRAVITY) -> np.ndarray:
     """(n,) N m (or (N, n) for ``q`` (N, n) rad) the joints must apply to hold ``q`` against
     ``gravity`` (3,) m/s^2, base frame."""
-    from twin.dynamics.derived import gravity_torques as at_rest
-
-    q = np.asarray(q, float)
-    tau = at_rest(_bodies(model), np.atleast_2d(q), np.asarray(gravity, float))
-    return tau[0] if q.ndim == 1 else tau
+    return _dynamics(model, tuple(np.asarray(gravity, float).ravel())).gravity_torques(q)
 
 
 @functools.lru_cache(maxsize=8)
-def _bodies(model):
-    """The model's moving bodies (``twin.dynamics.RigidBodyModel``), built once per model."""
-    from twin.dynamics.model import RigidBodyModel
+def _dynamics(model, gravity: tuple[float, ...]):
+    """The model's dynamics (``twin.dynamics.ArmDynamics``), built once per model and gravity."""
+    from twin.dynamics import ArmDynamics
 
-    return RigidBodyModel(model)
+    return ArmDynamics(model, gravity=gravity)
