@@ -73,6 +73,23 @@ def test_the_torque_residual_is_the_contact_force_through_the_jacobian(blind):
     np.testing.assert_allclose(predicted + np.array([r.torque_residual for r in reports]), measured)
 
 
+def test_a_payload_the_twin_is_told_of_raises_no_flag():
+    real = PyBulletRobot(seed=16, ft=FtSensorConfig(noise_std=FT_NOISE), imu=IMU)
+    real.attach_payload(0.5, (0.0, 0.0, 0.02))  # TCP frame: 0.12 m from the sensor along z
+    flags = []
+    with real, Shadow(real) as shadow:
+        shadow.set_payload(0.5, [0.0, 0.0, 0.12])  # as identified, sensor frame
+        for k in range(300):
+            real.write(tracking(real, k * real.control_period_s))
+            real.step()
+            flags.append(int(shadow.update().flags))
+        with pytest.raises(ValueError, match="finite mass"):
+            shadow.set_payload(float("nan"), [0.0, 0.0, 0.0])
+    flags = np.array(flags)
+    tared = flags[flags & ShadowFlag.TARING == 0]
+    assert len(tared) > 150 and np.all(tared == ShadowFlag.PAYLOAD)  # expected: no contact
+
+
 def test_observer_input_and_restart():
     dyn = ArmDynamics.default()
     with pytest.raises(ValueError, match="time constant"):

@@ -393,6 +393,16 @@ class Shadow:
         self._observer.set_dynamics(self._dynamics)
         self._torque = _NAN6
 
+    def set_payload(self, mass_kg: float, com: np.ndarray) -> None:
+        """Tell the twin of a payload beyond its model, e.g. identified by
+        ``twin.calibration.payload`` (``PayloadEstimate.minus(tool_load(model))``): ``mass_kg``
+        kg at ``com`` (3,) m, sensor frame. Both residuals then expect it."""
+        com = np.asarray(com, float)
+        if not (math.isfinite(mass_kg) and com.shape == (3,) and np.all(np.isfinite(com))):
+            raise ValueError(f"expected a finite mass (kg) and com (3,) m, got {mass_kg}, {com}")
+        self._theta = np.concatenate(([mass_kg], mass_kg * com))
+        self._observer.set_dynamics(self._payload_dynamics())
+
     # ------------------------------------------------------------------ the cycle
     def update(self, state: RobotState | None = None) -> ShadowReport:
         """Follow one measured state (default ``real.read()``) and classify; one report."""
@@ -431,11 +441,11 @@ class Shadow:
 
     def _classify(self, t_us: int, dt_us: int, r: np.ndarray, pred: Prediction) -> None:
         c = self.config
-        if self._offset.reference is None:
-            self._offset.add(r, dt_us)
-            return
         h = payload_regressor(pred) if self._theta.any() or self._event is not None else None
         explained = r if h is None else r - h @ self._theta
+        if self._offset.reference is None:
+            self._offset.add(explained, dt_us)  # a payload set before the tare is not offset
+            return
         u = explained - self._offset.value
         ef = self._unexplained.update(u, dt_us) if dt_us else self._unexplained.value
         force, torque = float(np.linalg.norm(ef[_FORCE])), float(np.linalg.norm(ef[_TORQUE]))
