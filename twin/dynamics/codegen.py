@@ -223,7 +223,21 @@ class DynamicsCode:
         return self._tau(q, qd, qdd, *gravity)
 
     def tau_batch(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, gravity) -> np.ndarray:
-        return self._tau_batch(*(np.ascontiguousarray(x.T) for x in (q, qd, qdd)), *gravity)
+        return _chunked(lambda *x: self._tau_batch(*x, *gravity), q, qd, qdd)
 
     def mass_batch(self, q: np.ndarray) -> np.ndarray:
-        return self._mass_batch(np.ascontiguousarray(q.T))
+        return _chunked(self._mass_batch, q)
+
+
+#: States per pass of a batch: the generated code's few hundred temporaries then stay in the
+#: cache (about 2x faster than one pass over 20000 states, ``bench_dynamics``).
+CHUNK = 1024
+
+
+def _chunked(fn: Callable, *arrays: np.ndarray) -> np.ndarray:
+    """``fn`` on the transposed, contiguous (n, chunk) blocks of (N, n) arrays, concatenated."""
+    n = arrays[0].shape[0]
+    parts = [
+        fn(*(np.ascontiguousarray(a[k : k + CHUNK].T) for a in arrays)) for k in range(0, n, CHUNK)
+    ]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -1,4 +1,7 @@
-"""Inverse dynamics (recursive Newton-Euler) and the mass matrix (composite rigid bodies), batched.
+"""Inverse dynamics (recursive Newton-Euler) and the mass matrix (composite rigid bodies), batched:
+the vectorised reference kernels (``ArmDynamics`` runs the generated code of ``codegen``, which
+the tests check against these and PyBullet), and the base-frame kinematics the regressor and
+the energy use.
 
 Everything runs in the base frame over arrays ``(N, n, 3)`` (configurations x bodies x xyz); the
 recursions along the chain are prefix sums, so the bodies are vectorised too:
