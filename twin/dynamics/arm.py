@@ -9,6 +9,7 @@ generated float code (``codegen``: tens of microseconds), a batch the same code 
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -53,9 +54,10 @@ class ArmDynamics:
 
     def mass_matrix(self, q) -> np.ndarray:
         """``M(q)`` (n, n) or (N, n, n) kg m^2."""
-        (q2,) = self._inputs((q,))
         code = self.bodies.code
-        return code.mass(q2[0].tolist()) if np.ndim(q) == 1 else code.mass_batch(q2)
+        if np.ndim(q) == 1:
+            return code.mass(*self._lists((q,)))
+        return code.mass_batch(*self._inputs((q,)))
 
     def gravity_torques(self, q) -> np.ndarray:
         """``g(q)`` (n,) or (N, n) N m."""
@@ -102,12 +104,22 @@ class ArmDynamics:
             raise ValueError(f"joint arrays must share one shape, got {[a.shape for a in out]}")
         return [np.atleast_2d(a) for a in out]
 
+    def _lists(self, arrays: tuple) -> list[list[float]]:
+        """One state's joint arrays as lists of n finite floats (the cheap check of a single
+        call; anything unusual goes through ``_inputs`` for its message)."""
+        out = []
+        for a in arrays:
+            values = np.asarray(a, float).tolist()
+            if len(values) != self.n or not all(map(math.isfinite, values)):
+                self._inputs(arrays)  # raises, naming the array
+            out.append(values)
+        return out
+
     def _torques(self, q, qd, qdd, gravity: np.ndarray) -> np.ndarray:
-        q2, qd2, qdd2 = self._inputs((q, qd, qdd))
         code = self.bodies.code
-        if np.ndim(q) == 1:
-            return code.tau(q2[0].tolist(), qd2[0].tolist(), qdd2[0].tolist(), gravity.tolist())
-        return code.tau_batch(q2, qd2, qdd2, gravity)
+        if np.ndim(q) == 1 and np.ndim(qd) == 1 and np.ndim(qdd) == 1:
+            return code.tau(*self._lists((q, qd, qdd)), gravity.tolist())
+        return code.tau_batch(*self._inputs((q, qd, qdd)), gravity)
 
     def _call(self, fn, arrays: tuple, *extra) -> np.ndarray:
         out = fn(self.bodies, *self._inputs(arrays), *extra)
