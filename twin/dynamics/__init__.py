@@ -1,4 +1,9 @@
-"""Rigid-body dynamics of the arm from its URDF inertials (pure numpy, batched).
+"""Rigid-body dynamics of the arm from its URDF inertials (pure Python and numpy, batched).
+
+Modules: ``model`` (the moving bodies, payloads), ``codegen`` (generated inverse dynamics and
+mass matrix: what ``ArmDynamics`` runs), ``rnea`` (vectorised reference kernels), ``derived``
+(gravity, Coriolis, forward dynamics, regressor), ``observer`` (generalized-momentum observer of
+external joint torques).
 
 from twin.dynamics import ArmDynamics
 dyn = ArmDynamics.default()                 # the shipped arm; .with_payload(0.5, com, link=...)
