@@ -8,9 +8,11 @@ Figures:
 * time parameterisation: median ms per path (``prepare``: curve and timing);
 * trajectory duration: blended vs stopping at every way-point (ratio < 1 is the blending gain),
   and vs the lower bound ``max_j (sum of |dq_j| over the path) / vmax_j`` (>= 1);
-* following on ``sim.PyBulletRobot`` with gravity feedforward: max and RMS joint error (rad),
-  max TCP error (m) and the largest commanded velocity and acceleration as a fraction of the
-  limits (<= 1, checked on the samples);
+* following on ``sim.PyBulletRobot`` with full inverse-dynamics feedforward (``follow``'s
+  default) and, on the same paths, with gravity-only feedforward: max and RMS joint error (rad),
+  max TCP error (m) of both and their ratio (gravity-only / full: > 1 is the gain of the full
+  dynamics), and the largest commanded velocity and acceleration as a fraction of the limits
+  (<= 1, checked on the samples);
 * overhead: ``follow``'s wall time per control cycle against the anchor measured in the same run,
   a bare loop of ``robot.write`` / ``robot.step`` / ``robot.read`` with the same precomputed
   commands (ratio: follow / anchor).
@@ -26,13 +28,14 @@ import numpy as np
 from twin.benchmarks._report import emit_json, parse_args, print_table
 from twin.sim import PyBulletRobot
 
-from twin.kinematics.gravity import gravity_torques
 from twin.planning.motion.curve import build_curve
 from twin.planning.motion.execute import (
     TRACKING_KD,
     TRACKING_KP,
     default_acceleration_limits,
+    dynamics_feedforward,
     follow,
+    gravity_feedforward,
     prepare,
 )
 from twin.planning.motion.timing import time_parameterize
@@ -62,8 +65,10 @@ def main() -> None:
     home = np.array(model.home_q)
     vmax = np.asarray(model.velocity_limits)
     amax = default_acceleration_limits(model)
-    ff = lambda q, qd, qdd: gravity_torques(model, q)  # noqa: E731
+    ff = dynamics_feedforward(model)
+    gravity_only = gravity_feedforward(model)
     prep_ms, gain, bound, errs, tcp, vfrac, afrac, follow_s, anchor_s = ([] for _ in range(9))
+    g_errs, g_tcp = [], []
     for _ in range(n_paths):
         points = random_path(rng, home)
         w = waypoints(points)
@@ -76,6 +81,10 @@ def main() -> None:
         lower = np.max(np.sum(np.abs(np.diff(points, axis=0)), axis=0) / vmax)
         bound.append(traj.duration / lower)
         robot.reset(home)
+        rep_g = follow(robot, traj, feedforward=gravity_only)
+        g_errs.append((rep_g.max_joint_error_rad, rep_g.rms_joint_error_rad))
+        g_tcp.append(rep_g.max_tcp_error_m)
+        robot.reset(home)
         rep = follow(robot, traj, feedforward=ff)
         errs.append((rep.max_joint_error_rad, rep.rms_joint_error_rad))
         tcp.append(rep.max_tcp_error_m)
@@ -85,7 +94,7 @@ def main() -> None:
         afrac.append(np.max(np.abs(np.diff(qd_cmd, axis=0)) / dt / amax))
         follow_s.append(rep.wall_s / len(rep.times_s))
         # Anchor: the same commands in a bare write/step/read loop.
-        tau = ff(q_cmd, qd_cmd, None)
+        tau = ff(q_cmd, qd_cmd, rep.commanded[:, 2])
         cmds = [
             JointCommand(q, qd, t, np.array(TRACKING_KP), np.array(TRACKING_KD))
             for q, qd, t in zip(q_cmd, qd_cmd, tau)
@@ -98,15 +107,20 @@ def main() -> None:
             robot.read()
         anchor_s.append((time.perf_counter() - t0) / len(cmds))
     robot.close()
-    errs = np.array(errs)
+    errs, g_errs = np.array(errs), np.array(g_errs)
+    g_max, full_max = float(g_errs[:, 0].max()), float(errs[:, 0].max())
     overhead = float(np.median(follow_s) / np.median(anchor_s))
     rows = [
         ("prepare (curve + timing)", "ms / path", float(np.median(prep_ms))),
         ("duration blended / stopping", "ratio", float(np.median(gain))),
         ("duration / lower bound", "ratio", float(np.median(bound))),
-        ("max joint error", "rad", float(errs[:, 0].max())),
-        ("RMS joint error", "rad", float(np.sqrt(np.mean(errs[:, 1] ** 2)))),
-        ("max TCP error", "m", float(np.max(tcp))),
+        ("max joint error, full dynamics ff", "rad", full_max),
+        ("RMS joint error, full dynamics ff", "rad", float(np.sqrt(np.mean(errs[:, 1] ** 2)))),
+        ("max TCP error, full dynamics ff", "m", float(np.max(tcp))),
+        ("max joint error, gravity-only ff", "rad", g_max),
+        ("RMS joint error, gravity-only ff", "rad", float(np.sqrt(np.mean(g_errs[:, 1] ** 2)))),
+        ("max TCP error, gravity-only ff", "m", float(np.max(g_tcp))),
+        ("max joint error gravity-only / full", "ratio", g_max / full_max),
         ("max |qd| / vmax", "", float(np.max(vfrac))),
         ("max |qdd| / amax (samples)", "", float(np.max(afrac))),
         ("follow cycle", "us", 1e6 * float(np.median(follow_s))),
@@ -128,8 +142,12 @@ def main() -> None:
             "max_joint_error_rad": rows[3][2],
             "rms_joint_error_rad": rows[4][2],
             "max_tcp_error_m": rows[5][2],
-            "max_velocity_fraction": rows[6][2],
-            "max_acceleration_fraction": rows[7][2],
+            "gravity_only_max_joint_error_rad": rows[6][2],
+            "gravity_only_rms_joint_error_rad": rows[7][2],
+            "gravity_only_max_tcp_error_m": rows[8][2],
+            "max_joint_error_gravity_over_full": rows[9][2],
+            "max_velocity_fraction": rows[10][2],
+            "max_acceleration_fraction": rows[11][2],
             "follow_over_anchor": overhead,
         },
     )

@@ -52,6 +52,15 @@ with ``s`` the sensor origin's specific force, ``w``/``al`` its angular velocity
   once per period cannot show (the simulated IMU differences over one 1 ms physics step), and on
   hardware the IMU's transport latency.
 
+Joint torques: the twin also predicts what the joints must apply for the measured motion (its
+rigid-body model, ``twin.dynamics``, with the twin's payload and the recognised payload change),
+through a generalized-momentum observer (``twin.dynamics.observer``): ``torque_residual`` (6,)
+N m is the external joint torque (a low-pass of time constant ``observer_s``), so a contact shows
+there even without an F/T reading; ``predicted_torque`` is measured ``tau`` minus it.
+``TORQUE_CONTACT`` (and ``CONTACT``) is raised while any joint's residual is beyond its
+``contact_joint_torque_nm``. Unmodelled joint friction shows in the residual too (raise the
+thresholds for a geared arm); a payload lighter than the twin's model is not subtracted.
+
 Limits: a weight and a steady force along gravity are told apart only by a later change of
 orientation; a payload is assumed rigid and small (its own rotational inertia is neglected).
 """
@@ -67,6 +76,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from twin.backends import open_robot
+from twin.dynamics import ArmDynamics
+from twin.dynamics.observer import MomentumObserver
 from twin.robot import FtStatus, Health, Robot, RobotState
 from twin.spatial import quaternion
 
@@ -92,6 +103,7 @@ class ShadowFlag(enum.IntFlag):
     NO_FT = enum.auto()  # no usable F/T sample (missing, stale, INVALID or RAW): residual NaN
     NO_IMU = enum.auto()  # no usable IMU sample: IMU residual NaN
     NOT_TRACKING = enum.auto()  # joint states unusable (stale, disconnected): nothing predicted
+    TORQUE_CONTACT = enum.auto()  # the joint-torque residual says contact (F/T not needed)
 
 
 @dataclass(frozen=True)
@@ -118,11 +130,20 @@ class ShadowConfig:
     accel_window_s: float = 0.0  # s: the twin differences velocities over at least this long
     #: (0: one cycle, as the sim's F/T window; 0.02 for quantised servo velocities on hardware)
     payload_prior_link: str = "tcp"  # where a payload sits along gravity (unobservable part)
+    observer_s: float = 0.01  # s, time constant of the momentum observer (torque residual)
+    #: N m per joint: a torque residual beyond it is a contact (about 3x the sim's worst in motion)
+    contact_joint_torque_nm: tuple[float, ...] = (0.6, 0.6, 0.6, 0.3, 0.3, 0.15)
 
     def __post_init__(self) -> None:
+        limits = np.asarray(self.contact_joint_torque_nm, float)
+        if limits.ndim != 1 or not np.all(np.isfinite(limits) & (limits > 0.0)):
+            raise ValueError(
+                "ShadowConfig.contact_joint_torque_nm must be one finite number > 0 per joint, "
+                f"got {self.contact_joint_torque_nm!r}"
+            )
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "payload_prior_link":
+            if f.name in ("payload_prior_link", "contact_joint_torque_nm"):
                 continue
             zero_ok = f.name in ("tare_s", "settle_s", "accel_window_s")
             if not (math.isfinite(value) and (value >= 0.0 if zero_ok else value > 0.0)):
@@ -152,6 +173,8 @@ class ShadowReport:
     ft_offset: (6,) N, N m and imu_offset: (6,) m/s^2, rad/s: drift of the tracked offsets from
         their tare references.
     predicted_wrench: (6,) N, N m, sensor frame: what the twin's ideal sensor reads.
+    torque_residual: (6,) N m, the external joint torques (momentum observer).
+    predicted_torque: (6,) N m, the joint torques the twin's model needs for the measured motion.
     """
 
     t_us: int
@@ -164,6 +187,8 @@ class ShadowReport:
     ft_offset: np.ndarray
     imu_offset: np.ndarray
     predicted_wrench: np.ndarray
+    torque_residual: np.ndarray
+    predicted_torque: np.ndarray
 
 
 class Prediction(Protocol):
@@ -343,6 +368,15 @@ class Shadow:
         self._prior_p = (np.linalg.inv(sensor) @ prior)[:3, 3]
         c = self.config
         self._weights = np.repeat([1.0 / c.event_force_n, 1.0 / c.event_torque_nm], 3)
+        limits = np.asarray(c.contact_joint_torque_nm, float)
+        if limits.shape != (model.n_joints,):
+            raise ValueError(
+                f"ShadowConfig.contact_joint_torque_nm: expected {model.n_joints} values, "
+                f"got {limits.shape[0]}"
+            )
+        self._torque_limits = limits
+        self._dynamics = _twin_dynamics(model, twin)
+        self._observer = MomentumObserver(self._dynamics, c.observer_s)
         self.reset()
 
     def reset(self) -> None:
@@ -356,6 +390,18 @@ class Shadow:
         self._event: _Event | None = None
         self._last_ft_us: int | None = None
         self._last_imu_us: int | None = None
+        self._observer.set_dynamics(self._dynamics)
+        self._torque = _NAN6
+
+    def set_payload(self, mass_kg: float, com: np.ndarray) -> None:
+        """Tell the twin of a payload beyond its model, e.g. identified by
+        ``twin.calibration.payload`` (``PayloadEstimate.minus(tool_load(model))``): ``mass_kg``
+        kg at ``com`` (3,) m, sensor frame. Both residuals then expect it."""
+        com = np.asarray(com, float)
+        if not (math.isfinite(mass_kg) and com.shape == (3,) and np.all(np.isfinite(com))):
+            raise ValueError(f"expected a finite mass (kg) and com (3,) m, got {mass_kg}, {com}")
+        self._theta = np.concatenate(([mass_kg], mass_kg * com))
+        self._observer.set_dynamics(self._payload_dynamics())
 
     # ------------------------------------------------------------------ the cycle
     def update(self, state: RobotState | None = None) -> ShadowReport:
@@ -364,6 +410,8 @@ class Shadow:
         c = self.config
         flags = ShadowFlag.OK
         if state.health & _UNUSABLE_JOINTS:
+            self._observer.reset()
+            self._torque = _NAN6
             return self._report(state.t_us, _NAN6, _NAN6, _NAN6, ShadowFlag.NOT_TRACKING)
         pred = self.twin.follow(state.q, state.qd, state.t_us, accel_window_s=c.accel_window_s)
         self._history.add(state.t_us, pred)
@@ -385,15 +433,19 @@ class Shadow:
         imu_residual = self._imu(state)
         if imu_residual is _NAN6:
             flags |= ShadowFlag.NO_IMU
+        self._torque = self._observer.update(state.t_us, state.q, state.qd, state.tau).copy()
+        self._tau = np.asarray(state.tau, float)
+        if np.any(np.abs(self._torque) > self._torque_limits):
+            flags |= ShadowFlag.TORQUE_CONTACT | ShadowFlag.CONTACT
         return self._report(state.t_us, residual, imu_residual, pred.wrench, flags)
 
     def _classify(self, t_us: int, dt_us: int, r: np.ndarray, pred: Prediction) -> None:
         c = self.config
-        if self._offset.reference is None:
-            self._offset.add(r, dt_us)
-            return
         h = payload_regressor(pred) if self._theta.any() or self._event is not None else None
         explained = r if h is None else r - h @ self._theta
+        if self._offset.reference is None:
+            self._offset.add(explained, dt_us)  # a payload set before the tare is not offset
+            return
         u = explained - self._offset.value
         ef = self._unexplained.update(u, dt_us) if dt_us else self._unexplained.value
         force, torque = float(np.linalg.norm(ef[_FORCE])), float(np.linalg.norm(ef[_TORQUE]))
@@ -417,6 +469,7 @@ class Shadow:
             delta = self._fit_weight(event)
             if delta is not None:
                 self._theta += delta
+                self._observer.set_dynamics(self._payload_dynamics())
                 self._unexplained.value[:] = 0.0
                 self._event = None
             else:
@@ -434,6 +487,14 @@ class Shadow:
         noise = float((self._offset.noise * self._weights) @ (self._offset.noise * self._weights))
         fits = misfit / event.count <= noise + c.weight_fit_tolerance**2
         return delta if fits and abs(delta[0]) >= c.payload_min_kg else None
+
+    def _payload_dynamics(self) -> ArmDynamics:
+        """The twin's dynamics plus the recognised payload change (a point mass at the fitted
+        centre of mass, sensor frame); a lighter payload than the twin's is not subtracted."""
+        m = float(self._theta[0])
+        if m < self.config.payload_min_kg:
+            return self._dynamics
+        return self._dynamics.with_payload(m, self._theta[1:] / m, link="ft_sensor")
 
     def _imu(self, state: RobotState) -> np.ndarray:
         """IMU residual (6,); its offset is tracked on quasi-static samples only (module doc)."""
@@ -497,6 +558,8 @@ class Shadow:
             ft_offset=_frozen(drift),
             imu_offset=_frozen(imu_drift),
             predicted_wrench=_frozen(predicted),
+            torque_residual=_frozen(self._torque),
+            predicted_torque=_frozen(_NAN6 if self._torque is _NAN6 else self._tau - self._torque),
         )
 
     # ------------------------------------------------------------------ lifetime
@@ -510,6 +573,17 @@ class Shadow:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _twin_dynamics(model, twin: Robot) -> ArmDynamics:
+    """Rigid-body dynamics of the arm with the twin's payload (``sim.Payload`` at the TCP: a
+    solid sphere), if it has one."""
+    dyn = ArmDynamics(model)
+    payload = getattr(twin, "payload", None)
+    if payload is None:
+        return dyn
+    sphere = 0.4 * payload.mass * payload.radius**2 * np.eye(3)
+    return dyn.with_payload(payload.mass, payload.com, sphere, link="tcp")
 
 
 def _frozen(x: np.ndarray) -> np.ndarray:

@@ -38,6 +38,10 @@ not see are counted from the nominal period (``sampling.SampleCounter``), so the
 leans on it. The low-pass is
 designed for the rate the service sees: ``min(device rate, 1 / control period)``; a cut-off that
 a rate change puts at or above Nyquist switches that axis off (with a logged warning).
+Payload: ``set_payload_compensation(PayloadCompensation | None)`` (``twin.sensors.payload``)
+subtracts an identified load's weight (and offsets) from every published wrench, using the
+sensor pose of each sample, so the ports carry the contact wrench.
+
 Single-threaded: call every method from the thread that runs the control loop.
 """
 
@@ -107,6 +111,7 @@ class FtSensorService:
         self._logs: list[WrenchLog] = []
         self._last_t_us: int | None = None
         self._counter = SampleCounter()
+        self._payload = None  # twin.sensors.payload.PayloadCompensation
 
     # ----------------------------------------------------------------- connection
     def connect(self) -> None:
@@ -201,8 +206,10 @@ class FtSensorService:
         self._last_t_us = t_us
         published = self._condition(sample)
         pose = None
-        if published is not None and self._ports.needs_world:
+        if published is not None and (self._ports.needs_world or self._payload is not None):
             pose = self._world_T_sensor(state)
+        if published is not None and self._payload is not None:
+            published = self._payload.apply(published, pose)
         cov = self._cov if self._publish_cov else None
         states = self._ports.publish(t_us, sample.status, published, pose, cov)
         if published is not None:
@@ -235,6 +242,11 @@ class FtSensorService:
 
     def _fk_sensor_pose(self, state: RobotState) -> np.ndarray:
         return self._robot.model.fk(state.q, link=SENSOR_LINK)
+
+    def set_payload_compensation(self, compensation) -> None:
+        """Subtract a load's weight from every published wrench from now on
+        (``twin.sensors.payload.PayloadCompensation``; None switches it off)."""
+        self._payload = compensation
 
     # ----------------------------------------------------------------- ports and frames
     @property

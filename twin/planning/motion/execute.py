@@ -17,14 +17,15 @@ time-parameterises the curve (``timing``) within:
 
 ``follow`` writes one ``JointCommand`` per control period: ``q_des``, ``qd_des`` from the
 trajectory, ``tau_ff`` from ``feedforward(q_des, qd_des, qdd_des)``, called once on every sample
-((K, n) arrays in, (K, n) N m out; default: zero, a gravity-free command; pass a gravity model,
-e.g. the URDF gravity torques, for an arm under gravity), and the gains ``TRACKING_KP`` / ``TRACKING_KD``
+((K, n) arrays in, (K, n) N m out; default ``dynamics_feedforward(model)``: the full rigid-body
+inverse dynamics of the time-parameterised path, ``twin.dynamics``; ``gravity_feedforward`` and
+``no_feedforward`` are the weaker choices), and the gains ``TRACKING_KP`` / ``TRACKING_KD``
 (about critical damping for the shipped arm's joint inertia at home, the sim's hold gains). After
 the trajectory it holds the end for ``settle_s`` and reports the tracking error (measured joints
 vs the command of the same instant), its TCP equivalent and the time taken.
 
 Documented tracking on the sim backend (``tests/test_planning8_execute.py``): with gravity
-feedforward, at most ``TRACKING_BOUND_RAD`` = 0.02 rad per joint and 10 mm at the TCP during
+feedforward (full dynamics does better: ``benchmarks/bench_execute.py`` prints both), at most ``TRACKING_BOUND_RAD`` = 0.02 rad per joint and 10 mm at the TCP during
 motion, and below 1 mm at the TCP after settling.
 """
 
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from twin.dynamics import ArmDynamics
 from twin.planning.errors import PlanningInputError
 from twin.planning.motion.curve import JointCurve, MotionChecker, build_curve, curve_free
 from twin.planning.motion.linear import (
@@ -195,6 +197,24 @@ class ExecutionReport:
 Feedforward = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
+def dynamics_feedforward(model, dynamics: ArmDynamics | None = None) -> Feedforward:
+    """Full inverse dynamics ``M(q) qdd + C(q, qd) qd + g(q)`` (N m) of the commanded path:
+    ``dynamics`` (default ``ArmDynamics(model)``; pass ``.with_payload(...)`` for a load)."""
+    dyn = ArmDynamics(model) if dynamics is None else dynamics
+    return dyn.inverse_dynamics
+
+
+def gravity_feedforward(model, dynamics: ArmDynamics | None = None) -> Feedforward:
+    """Gravity torques ``g(q)`` (N m) of the commanded positions only."""
+    dyn = ArmDynamics(model) if dynamics is None else dynamics
+    return lambda q, qd, qdd: dyn.gravity_torques(q)
+
+
+def no_feedforward(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+    """Zero torques (K, n): feedback alone (a gravity-free arm)."""
+    return np.zeros_like(np.asarray(q, dtype=float))
+
+
 def follow(
     robot: Robot,
     trajectory: Trajectory,
@@ -208,7 +228,7 @@ def follow(
 ) -> ExecutionReport:
     """Run ``trajectory`` on ``robot`` at its control rate and measure the tracking.
 
-    model: for the TCP errors (default ``robot.model``). Raises ``ExecutionError`` when the robot
+    model: for the TCP errors and the default feedforward (``robot.model``). Raises ``ExecutionError`` when the robot
     is more than ``START_TOLERANCE_RAD`` away from the trajectory's start.
     """
     model = robot.model if model is None else model
@@ -229,7 +249,9 @@ def follow(
         )
     measured = np.empty_like(q_des)
     t0_us, wall0 = state.t_us, time.perf_counter()
-    tau = np.zeros_like(q_des) if feedforward is None else feedforward(q_des, qd_des, qdd_des)
+    if feedforward is None:
+        feedforward = dynamics_feedforward(model)
+    tau = feedforward(q_des, qd_des, qdd_des)
     tau = np.asarray(tau, dtype=float)
     if tau.shape != q_des.shape:
         raise PlanningInputError(

@@ -1,0 +1,104 @@
+"""Dynamics: inverse dynamics and the mass matrix (``twin.dynamics``) against PyBullet, in one run.
+
+Anchors, measured here on the same random states (in-limit configurations, velocities up to
+twice the limits, accelerations up to 20 rad/s^2): PyBullet's ``calculateInverseDynamics`` and
+``calculateMassMatrix`` on the shipped URDF, one state per call (they take no batch).
+
+Figures: the median single call of ours (a (6,) state) and of PyBullet; our batched rate
+(states/s over a batch of N) against PyBullet's per-call rate; the largest relative difference
+of the results (rounding: about 1e-15). Targets from the issue: single call faster than
+PyBullet's, batch >= 50x PyBullet's per-call rate. Single calls are medians; batch rates the best
+of several rounds (the machine may be shared). Ours is Python (generated float code,
+``twin.dynamics.codegen``, on floats or numpy arrays); PyBullet's is one C++ call.
+
+    python -m twin.benchmarks.bench_dynamics [--quick] [--seed N]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pybullet as pb
+from twin.benchmarks._report import emit_json, parse_args, print_table, time_calls
+
+from twin.dynamics import ArmDynamics
+
+
+def _relative(ours: np.ndarray, ref: np.ndarray, axes) -> float:
+    return float(np.max(np.linalg.norm(ours - ref, axis=axes) / np.linalg.norm(ref, axis=axes)))
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    rng = np.random.default_rng(args.seed)
+    dyn = ArmDynamics.default()
+    arm = dyn.arm
+    batch = 2000 if args.quick else 20000
+    repeats = 200 if args.quick else 2000
+    q = rng.uniform(arm.lower, arm.upper, (batch, 6))
+    qd = rng.uniform(-2.0, 2.0, (batch, 6)) * arm.velocity_limits
+    qdd = rng.uniform(-20.0, 20.0, (batch, 6))
+    client = pb.connect(pb.DIRECT)
+    try:
+        pb.setGravity(0.0, 0.0, -9.81, physicsClientId=client)
+        body = pb.loadURDF(
+            str(arm.urdf_path), useFixedBase=True, flags=pb.URDF_USE_INERTIA_FROM_FILE
+        )
+        lists = [(a.tolist(), b.tolist(), c.tolist()) for a, b, c in zip(q, qd, qdd)]
+        a, b, c = lists[0]
+        pb_id = float(
+            np.median(time_calls(lambda: pb.calculateInverseDynamics(body, a, b, c), repeats))
+        )
+        pb_mm = float(np.median(time_calls(lambda: pb.calculateMassMatrix(body, a), repeats)))
+        check = min(batch, 2000)
+        tau_ref = np.array([pb.calculateInverseDynamics(body, *x) for x in lists[:check]])
+        m_ref = np.array([pb.calculateMassMatrix(body, x[0]) for x in lists[:check]])
+    finally:
+        pb.disconnect(client)
+    one = (q[0], qd[0], qdd[0])
+    our_id = float(np.median(time_calls(lambda: dyn.inverse_dynamics(*one), repeats)))
+    our_mm = float(np.median(time_calls(lambda: dyn.mass_matrix(one[0]), repeats)))
+    rounds = 5 if args.quick else 20
+    id_rate = batch / time_calls(lambda: dyn.inverse_dynamics(q, qd, qdd), rounds, 2).min()
+    mm_rate = batch / time_calls(lambda: dyn.mass_matrix(q), rounds, 2).min()
+    err_id = _relative(dyn.inverse_dynamics(q[:check], qd[:check], qdd[:check]), tau_ref, 1)
+    err_mm = _relative(dyn.mass_matrix(q[:check]), m_ref, (1, 2))
+    rows = [
+        ("inverse dynamics", "single call", 1e6 * our_id, 1e6 * pb_id, pb_id / our_id),
+        (
+            "inverse dynamics",
+            f"batch {batch} (per state)",
+            1e6 / id_rate,
+            1e6 * pb_id,
+            id_rate * pb_id,
+        ),
+        ("mass matrix", "single call", 1e6 * our_mm, 1e6 * pb_mm, pb_mm / our_mm),
+        ("mass matrix", f"batch {batch} (per state)", 1e6 / mm_rate, 1e6 * pb_mm, mm_rate * pb_mm),
+    ]
+    print_table(
+        "Dynamics of the shipped arm vs PyBullet (us; speed-up = PyBullet time / ours)",
+        ["what", "how", "ours us", "PyBullet us", "speed-up"],
+        rows,
+    )
+    print(f"max relative difference: inverse dynamics {err_id:.2g}, mass matrix {err_mm:.2g}")
+    emit_json(
+        "dynamics",
+        {
+            "batch": batch,
+            "id_single_us": rows[0][2],
+            "id_pybullet_us": rows[0][3],
+            "id_single_speedup": rows[0][4],
+            "id_batch_rate_per_s": id_rate,
+            "id_batch_over_pybullet_rate": rows[1][4],
+            "mm_single_us": rows[2][2],
+            "mm_pybullet_us": rows[2][3],
+            "mm_single_speedup": rows[2][4],
+            "mm_batch_rate_per_s": mm_rate,
+            "mm_batch_over_pybullet_rate": rows[3][4],
+            "max_rel_error_id": err_id,
+            "max_rel_error_mm": err_mm,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

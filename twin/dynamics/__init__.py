@@ -1,0 +1,19 @@
+"""Rigid-body dynamics of the arm from its URDF inertials (pure Python and numpy, batched).
+
+Modules: ``model`` (the moving bodies, payloads), ``codegen`` (generated inverse dynamics and
+mass matrix: what ``ArmDynamics`` runs), ``rnea`` (vectorised reference kernels), ``derived``
+(gravity, Coriolis, forward dynamics, regressor), ``observer`` (generalized-momentum observer of
+external joint torques).
+
+from twin.dynamics import ArmDynamics
+dyn = ArmDynamics.default()                 # the shipped arm; .with_payload(0.5, com, link=...)
+tau = dyn.inverse_dynamics(q, qd, qdd)      # (6,) or (N, 6) N m, recursive Newton-Euler
+M = dyn.mass_matrix(q)                      # (6, 6) or (N, 6, 6) kg m^2, composite rigid bodies
+qdd = dyn.forward_dynamics(q, qd, tau)
+Y = dyn.regressor(q, qd, qdd)               # tau = Y @ dyn.parameters()
+"""
+
+from twin.dynamics.arm import ArmDynamics
+from twin.dynamics.model import GRAVITY, PARAMETER_NAMES, BodyInertial, RigidBodyModel
+
+__all__ = ["GRAVITY", "PARAMETER_NAMES", "ArmDynamics", "BodyInertial", "RigidBodyModel"]
