@@ -1,7 +1,7 @@
 """Collecting calibration data on any ``twin.robot.Robot`` (the sim or the serial arm).
 
 ``move_to`` drives the arm to a configuration (a joint-space motion time-parameterised by
-``twin.planning.execute`` with full inverse-dynamics feedforward, then a hold); ``hold_and_read``
+``twin.planning.motion.execute`` with full inverse-dynamics feedforward, then a hold); ``hold_and_read``
 keeps holding it and gathers what the robot reports: the joint states and every new F/T and IMU
 sample. Nothing here knows the backend: the same calls record the data on hardware (check that
 the motions are free of obstacles there: they are joint-space moves without collision checks).
@@ -14,7 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from twin.dynamics import ArmDynamics
-from twin.planning.execute import TRACKING_KD, TRACKING_KP, dynamics_feedforward, follow, prepare
+from twin.planning.motion.execute import (
+    TRACKING_KD,
+    TRACKING_KP,
+    dynamics_feedforward,
+    follow,
+    prepare,
+)
 from twin.planning.requests import Waypoint
 from twin.robot import JointCommand, Robot
 
