@@ -45,4 +45,4 @@ def unsubscribe(subscriber: Subscriber) -> None:
     """Stop receiving; unknown subscribers are ignored."""
     global _subscribers
     with _lock:
-        _subscribers = tuple(s for s in _subscribers if s is not subscriber)
+        _subscribers = tuple(s for s in _subscribers if s != subscriber)  # bound methods: ==
