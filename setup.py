@@ -16,6 +16,7 @@ SUBPACKAGE_FOLDERS = {
     "policies": "twin.policies",
     "assets": "twin.assets",
     "benchmarks": "twin.benchmarks",
+    "scenarios": "twin.scenarios",  # the shipped regression scenarios (data only)
 }
 
 packages = find_packages(include=["twin", "twin.*"])

@@ -4,6 +4,7 @@
     twin info            the arm model from the shipped URDF (joints, limits, home, TCP pose)
     twin emulate         the serial device emulators on pseudo-terminals
     twin replay          replay a recording in a fresh sim, report the divergence
+    twin test            run regression scenario files on either backend
 
 Each subcommand is a module of this package with an ``add_parser(subparsers)`` function that
 declares its arguments and sets ``func`` to the function that runs it (``args -> exit code``);
@@ -17,10 +18,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from twin.cli import demo, emulate, info, replay
+from twin.cli import demo, emulate, info, replay, test
 
 #: Every subcommand's module, in the order ``twin --help`` lists them.
-SUBCOMMANDS = (demo, info, emulate, replay)
+SUBCOMMANDS = (demo, info, emulate, replay, test)
 
 
 def build_parser() -> argparse.ArgumentParser:

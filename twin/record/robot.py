@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from twin.record import bus
 from twin.record.writer import McapWriter, _identity
 from twin.robot import (
     COMMAND_FIELDS,
@@ -47,6 +48,7 @@ DEFAULT_TF_RATE_HZ = 50.0
 
 
 def _json_value(value: Any) -> Any:
+    """``value`` as JSON-able values (arrays as lists, enums and other objects by name)."""
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, (np.floating, np.integer)):
@@ -146,6 +148,14 @@ class RecordingRobot(Robot):
         self._steps += 1
 
     # ------------------------------------------------------------------ what layers add
+    def subscribe_layers(self) -> None:
+        """Record what the layers above publish (``twin.record.bus``) as ``/events``, until
+        this robot is closed."""
+        bus.subscribe(self._on_layer)
+
+    def _on_layer(self, source: str, kind: str, detail: dict[str, Any]) -> None:
+        self.event(source, kind, **detail)
+
     def event(self, source: str, kind: str, **detail: Any) -> None:
         """Record what a layer above published (``source``: "controller", "planner", "ft",
         "shadow", ...; ``kind``: what happened), at the last read's robot time."""
@@ -226,6 +236,7 @@ class RecordingRobot(Robot):
 
     def close(self) -> None:
         """Close the wrapped robot, then the recording if this robot opened it."""
+        bus.unsubscribe(self._on_layer)
         try:
             self._inner.close()
         finally:

@@ -1,0 +1,1 @@
+"""The shipped regression scenarios (data: one TOML file each; ``docs/formats/scenario.md``)."""

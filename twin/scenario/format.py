@@ -1,0 +1,218 @@
+"""Scenario files: one TOML file per regression scenario, validated with messages that name the
+file, the section and the field (``docs/formats/scenario.md``).
+
+    [scenario]                      # name (default: the file's stem), description, scene, seed
+    scene = "table"
+    [start]                         # optional: q (6,) rad, default the model's home
+    [payload]                       # optional: mass_kg, com_m (3,) m in the URDF TCP frame
+    [task]                          # kind and its fields (TASK_FIELDS)
+    kind = "plan_execute"
+    goals = [[0.4, 0.5, 0.9, 0.0, 0.9, 0.0]]
+    [expect]                        # metric = { max = ... } etc. (twin.scenario.expect)
+    final_tcp_error_m = { max = 0.001 }
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import tomllib
+
+from twin.scenario.expect import Expectation
+
+#: Task kind -> field -> (default or REQUIRED, kind of value). Kinds of value: "q" (6 numbers),
+#: "q_list" and "pose_list" (lists of 6 or 7 numbers: [px, py, pz, qw, qx, qy, qz]), "vec3",
+#: "positive", "fraction" (0 < x <= 1), "str".
+REQUIRED = object()
+TASK_FIELDS: dict[str, dict[str, tuple[Any, str]]] = {
+    "plan_execute": {
+        "goals": ((), "q_list"),
+        "poses": ((), "pose_list"),
+        "velocity_scale": (0.5, "fraction"),
+        "settle_s": (0.5, "positive"),
+    },
+    "policy": {
+        "policy": ("reach", "str"),
+        "targets": (REQUIRED, "pose_list"),
+        "duration_s": (4.0, "positive"),
+    },
+    "ft_weigh": {
+        "tare_s": (0.5, "positive"),
+        "weigh_s": (0.5, "positive"),
+        "settle_s": (0.5, "positive"),
+    },
+    "shadow_contact": {
+        "contact_force_n": ((0.0, 0.0, 0.0), "vec3"),
+        "contact_at_s": (1.0, "positive"),
+        "contact_for_s": (0.5, "positive"),
+        "duration_s": (2.5, "positive"),
+    },
+}
+SECTIONS = {
+    "scenario": {"name", "description", "scene", "seed"},
+    "start": {"q"},
+    "payload": {"mass_kg", "com_m"},
+    "task": None,  # by kind
+    "expect": None,  # any metric
+}
+
+
+class ScenarioError(ValueError):
+    """A scenario file is wrong; the message names file, section and field, and what was expected."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario file."""
+
+    path: pathlib.Path
+    name: str
+    description: str
+    scene: str | None
+    seed: int
+    start_q: tuple[float, ...] | None
+    payload: tuple[float, tuple[float, float, float]] | None  # (mass kg, com m, TCP frame)
+    task: str
+    params: dict[str, Any] = field(default_factory=dict)
+    expect: tuple[Expectation, ...] = ()
+
+
+def _closest(name: str, choices) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _numbers(value: Any, n: int | None, where: str) -> tuple[float, ...]:
+    ok = isinstance(value, list) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value
+    )
+    if not ok or (n is not None and len(value) != n):
+        count = f"{n} " if n is not None else ""
+        raise ScenarioError(f"{where}: expected a list of {count}finite numbers, got {value!r}")
+    return tuple(float(v) for v in value)
+
+
+def _value(kind: str, value: Any, where: str) -> Any:
+    if kind == "str":
+        if not isinstance(value, str) or not value:
+            raise ScenarioError(f"{where}: expected a non-empty string, got {value!r}")
+        return value
+    if kind == "vec3":
+        return _numbers(value, 3, where)
+    if kind in ("q_list", "pose_list"):
+        n = 6 if kind == "q_list" else 7
+        if not isinstance(value, list):
+            raise ScenarioError(f"{where}: expected a list of lists of {n} numbers, got {value!r}")
+        out = tuple(_numbers(v, n, f"{where}[{i}]") for i, v in enumerate(value))
+        if kind == "pose_list":
+            for i, pose in enumerate(out):
+                norm = math.sqrt(sum(c * c for c in pose[3:]))
+                if abs(norm - 1.0) > 1e-3:
+                    raise ScenarioError(
+                        f"{where}[{i}]: expected a unit quaternion [qw, qx, qy, qz] after the "
+                        f"position, got norm {norm:.6g}"
+                    )
+        return out
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ScenarioError(f"{where}: expected a number, got {value!r}")
+    if value <= 0 or (kind == "fraction" and value > 1):
+        bound = "in (0, 1]" if kind == "fraction" else "> 0"
+        raise ScenarioError(f"{where}: expected a number {bound}, got {value!r}")
+    return float(value)
+
+
+def load_scenario(path: str | os.PathLike) -> Scenario:
+    """Read and validate one scenario file; raises ``ScenarioError`` naming what is wrong."""
+    path = pathlib.Path(path)
+    where = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError(f"{where}: no such scenario file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"{where}: not valid TOML ({e})") from None
+    for section, value in data.items():
+        if section not in SECTIONS:
+            raise ScenarioError(
+                f"{where}: unknown section [{section}]{_closest(section, SECTIONS)}; expected "
+                f"{', '.join(f'[{s}]' for s in SECTIONS)}"
+            )
+        if not isinstance(value, dict):
+            raise ScenarioError(f"{where}: {section} must be a [{section}] table")
+        allowed = SECTIONS[section]
+        for key in value if allowed is not None else ():
+            if key not in allowed:
+                raise ScenarioError(
+                    f"{where}: [{section}] unknown field {key!r}{_closest(key, allowed)}; "
+                    f"expected {', '.join(sorted(allowed))}"
+                )
+    head = data.get("scenario", {})
+    name = head.get("name", path.stem)
+    scene = head.get("scene")
+    seed = head.get("seed", 0)
+    if not isinstance(name, str) or not name:
+        raise ScenarioError(f"{where}: [scenario] name: expected a non-empty string, got {name!r}")
+    if scene is not None and (not isinstance(scene, str) or not scene):
+        raise ScenarioError(f"{where}: [scenario] scene: expected a scene name, got {scene!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ScenarioError(f"{where}: [scenario] seed: expected an integer >= 0, got {seed!r}")
+    start = data.get("start", {})
+    start_q = _numbers(start["q"], 6, f"{where}: [start] q") if "q" in start else None
+    payload = None
+    if "payload" in data:
+        p = data["payload"]
+        if "mass_kg" not in p:
+            raise ScenarioError(f"{where}: [payload] mass_kg: missing (kg, > 0)")
+        mass = _value("positive", p["mass_kg"], f"{where}: [payload] mass_kg")
+        com = _numbers(p.get("com_m", [0.0, 0.0, 0.0]), 3, f"{where}: [payload] com_m")
+        payload = (mass, com)
+    task = data.get("task")
+    if task is None:
+        raise ScenarioError(
+            f"{where}: missing [task] (with kind = one of {', '.join(TASK_FIELDS)})"
+        )
+    kind = task.get("kind")
+    if kind not in TASK_FIELDS:
+        raise ScenarioError(
+            f"{where}: [task] kind = {kind!r}{_closest(str(kind), TASK_FIELDS)}; expected one of "
+            f"{', '.join(TASK_FIELDS)}"
+        )
+    spec = TASK_FIELDS[kind]
+    params = {}
+    for key, value in task.items():
+        if key == "kind":
+            continue
+        if key not in spec:
+            raise ScenarioError(
+                f"{where}: [task] unknown field {key!r} for kind {kind!r}{_closest(key, spec)}; "
+                f"expected {', '.join(spec)}"
+            )
+        params[key] = _value(spec[key][1], value, f"{where}: [task] {key}")
+    for key, (default, _) in spec.items():
+        if key not in params:
+            if default is REQUIRED:
+                raise ScenarioError(f"{where}: [task] {key}: missing (needed by kind {kind!r})")
+            params[key] = default
+    if kind == "plan_execute" and not (params["goals"] or params["poses"]):
+        raise ScenarioError(f"{where}: [task] needs goals (joint, rad) or poses (TCP) to plan to")
+    expect = tuple(
+        Expectation.parse(metric, spec_, f"{where}")
+        for metric, spec_ in data.get("expect", {}).items()
+    )
+    return Scenario(
+        path,
+        name,
+        str(head.get("description", "")),
+        scene,
+        seed,
+        start_q,
+        payload,
+        kind,
+        params,
+        expect,
+    )

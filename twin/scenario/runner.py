@@ -1,0 +1,169 @@
+"""Run one scenario on one backend: open the robot (for ``hardware``, against device emulators
+started for this run on their own ports, in lock-step with the emulated physics), bring it to
+the start state, run the task, record it, and check the metrics.
+
+    result = run_scenario(load_scenario("scenarios/weigh.toml"), backend="hardware")
+    if not result.ok:
+        print("\\n".join(result.failures()))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from twin.backends import open_robot
+from twin.robot import Robot
+from twin.scenario.expect import Check
+from twin.scenario.format import Scenario, ScenarioError
+from twin.scenario.tasks import METRICS, TASKS, Plant, hold
+
+#: Backends a scenario runs on.
+BACKENDS = ("sim", "hardware")
+
+
+@dataclass
+class ScenarioResult:
+    """A scenario run: its metrics, their checks, the recording, the wall time, and the error
+    that stopped it (if any)."""
+
+    scenario: Scenario
+    backend: str
+    seed: int
+    metrics: dict[str, Any] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    recording: pathlib.Path | None = None
+    wall_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(c.ok for c in self.checks)
+
+    @property
+    def id(self) -> str:
+        return f"{self.scenario.name}[{self.backend}, seed {self.seed}]"
+
+    def failures(self) -> list[str]:
+        """One line per failed metric (scenario, metric, expected, measured) and the recording."""
+        lines = [c.message(self.scenario.name, self.backend) for c in self.checks if not c.ok]
+        if self.error is not None:
+            lines.append(f"{self.scenario.name} [{self.backend}] error: {self.error}")
+        if lines and self.recording is not None:
+            lines.append(f"  recording: {self.recording} (twin replay {self.recording})")
+        return lines
+
+
+def check_metrics(scenario: Scenario) -> None:
+    """Refuse ``[expect]`` metrics the scenario's task does not measure (with the closest)."""
+    import difflib
+
+    known = METRICS[scenario.task]
+    for e in scenario.expect:
+        if e.metric not in known:
+            close = difflib.get_close_matches(e.metric, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ScenarioError(
+                f"{scenario.path}: [expect] {e.metric!r} is not measured by kind "
+                f"{scenario.task!r}{hint}; expected one of {', '.join(known)}"
+            )
+
+
+class _SourcePlant:
+    """The emulated hardware's world: the physics source's sim, under the source's lock."""
+
+    def __init__(self, source) -> None:
+        self._source = source
+
+    def attach_payload(self, mass: float, com=(0.0, 0.0, 0.0), radius: float = 0.02) -> None:
+        with self._source.lock:
+            self._source.robot.attach_payload(mass, com, radius)
+
+    def set_external_force(self, force, link: str = "tcp") -> None:
+        with self._source.lock:
+            self._source.robot.set_external_force(force, link)
+
+
+@contextlib.contextmanager
+def _robot(scenario: Scenario, backend: str, seed: int) -> Iterator[tuple[Robot, Plant | None]]:
+    if backend == "sim":
+        with open_robot("sim", scene=scenario.scene, seed=seed) as robot:
+            yield robot, robot  # the start state: reset in place (run_scenario, recorded)
+        return
+    if backend != "hardware":
+        raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+    from twin.hardware.emulator import EmulatorStack, make_sim_source
+    from twin.hardware.emulator.testing import emulator_config
+
+    # Real time, as on the bench: the emulated physics runs on its own thread. The timeouts are
+    # generous: the emulators share the machine with the run (and with other runs in a sweep).
+    config = emulator_config(watchdog_s=None, stale_after_s=1.0)
+    config = replace(config, bus=replace(config.bus, reply_timeout_s=1.0))
+    start = None if scenario.start_q is None else np.asarray(scenario.start_q)
+    source = make_sim_source(seed=seed, scene=scenario.scene, initial_q=start)
+    with (
+        EmulatorStack(config, source, seed=seed) as stack,
+        open_robot("hardware", config=stack.robot_config()) as robot,
+    ):
+        yield robot, _SourcePlant(source)
+
+
+def _settle(robot: Robot, q: np.ndarray | None) -> None:
+    """Hold the start (or measured) position for a moment: every run starts at rest."""
+    q = np.asarray(robot.read().q if q is None else q, dtype=float)
+    hold(robot, q, 0.2)
+
+
+def run_scenario(
+    scenario: Scenario,
+    backend: str = "sim",
+    *,
+    seed: int | None = None,
+    record_dir: str | pathlib.Path | None = None,
+) -> ScenarioResult:
+    """Run ``scenario`` on ``backend`` (seed: the scenario's unless given); with ``record_dir``,
+    the run is recorded there as ``<name>-<backend>-<seed>.mcap``. Errors of the run (not of the
+    file) are caught and reported in the result."""
+    check_metrics(scenario)
+    seed = scenario.seed if seed is None else seed
+    result = ScenarioResult(scenario, backend, seed)
+    t0 = time.perf_counter()
+    try:
+        with _robot(scenario, backend, seed) as (robot, plant):
+            if record_dir is not None:
+                from twin.record import RecordingRobot, versions
+
+                path = pathlib.Path(record_dir) / f"{scenario.name}-{backend}-{seed}.mcap"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                meta = {
+                    "backend": backend,
+                    "robot_options": {"scene": scenario.scene, "seed": seed},
+                    "scene": scenario.scene,
+                    "seed": seed,
+                    "scenario": str(scenario.path),
+                    "versions": versions(),
+                }
+                robot = RecordingRobot(robot, path, metadata=meta)
+                result.recording = path
+            try:
+                start = None if scenario.start_q is None else np.asarray(scenario.start_q)
+                if start is not None and callable(getattr(robot, "reset", None)):
+                    robot.reset(q=start)  # a sim is reset in place; emulated physics starts there
+                _settle(robot, start)
+                result.metrics = TASKS[scenario.task](robot, scenario, plant)
+            finally:
+                if record_dir is not None:
+                    robot.recording.close()
+    except (ScenarioError, ValueError, RuntimeError, OSError, TimeoutError) as e:
+        result.error = f"{type(e).__name__}: {e}"
+        result.metrics.setdefault("traceback", traceback.format_exc(limit=4))
+    result.wall_s = time.perf_counter() - t0
+    result.checks = [Check(e, result.metrics.get(e.metric)) for e in scenario.expect]
+    return result
