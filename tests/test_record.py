@@ -313,16 +313,16 @@ def test_twin_replay_reports_on_the_command_line(sim_recording, tmp_path):
 
 
 def test_what_layers_publish_is_recorded_and_a_broken_subscriber_is_dropped(tmp_path):
-    from twin.record import bus
+    from twin import events
 
     path = tmp_path / "layers.mcap"
     with open_recorded(str(path), "sim", seed=0) as robot:
         robot.subscribe_layers()
         robot.read()
-        bus.publish("planner", "result", error=None, waypoints=np.zeros((2, 6)))
-        assert bus.listening()
-    assert not bus.listening()  # closing the robot unsubscribes it
-    bus.publish("planner", "unheard")  # nobody listens: nothing happens
+        events.publish("planner", "result", error=None, waypoints=np.zeros((2, 6)))
+        assert events.listening()
+    assert not events.listening()  # closing the robot unsubscribes it
+    events.publish("planner", "unheard")  # nobody listens: nothing happens
     (event,) = read_recording(path).on("/events")
     assert event.data["source"] == "planner" and event.data["kind"] == "result"
     assert event.data["detail"] == {"error": None, "waypoints": [[0.0] * 6] * 2}
@@ -330,6 +330,6 @@ def test_what_layers_publish_is_recorded_and_a_broken_subscriber_is_dropped(tmp_
     def broken(source, kind, detail):
         raise RuntimeError("a broken recorder")
 
-    bus.subscribe(broken)
-    bus.publish("controller", "step", value=1)  # does not raise
-    assert not bus.listening()
+    events.subscribe(broken)
+    events.publish("controller", "step", value=1)  # does not raise
+    assert not events.listening()

@@ -75,6 +75,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from twin import events
 from twin.backends import open_robot
 from twin.dynamics import ArmDynamics
 from twin.dynamics.observer import MomentumObserver
@@ -547,7 +548,7 @@ class Shadow:
         ):
             flags |= ShadowFlag.IMU_DRIFT
         com = self._theta[1:] / m if has_payload else np.full(3, np.nan)
-        return ShadowReport(
+        report = ShadowReport(
             t_us=int(t_us),
             wrench_residual=_frozen(residual),
             imu_residual=_frozen(imu_residual),
@@ -561,6 +562,18 @@ class Shadow:
             torque_residual=_frozen(self._torque),
             predicted_torque=_frozen(_NAN6 if self._torque is _NAN6 else self._tau - self._torque),
         )
+        if events.listening():  # for a recording: residuals and flags of every cycle
+            events.publish(
+                "shadow",
+                "report",
+                flags=int(flags),
+                names=str(flags),
+                wrench_residual=residual,
+                imu_residual=imu_residual,
+                torque_residual=self._torque,
+                payload_mass_kg=m,
+            )
+        return report
 
     # ------------------------------------------------------------------ lifetime
     def close(self) -> None:

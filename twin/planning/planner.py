@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from twin import events
 from twin.planning import _validate as v
 from twin.planning import cells
 from twin.planning.collision import geometry
@@ -332,6 +333,22 @@ class Planner:
     # --------------------------------------------------------------------------- paths
     def path(self, initial_state: InitialState, request: PathRequest) -> PathResult:
         """Plan from ``initial_state`` to one of ``request.goal_configurations``."""
+        result = self._path(initial_state, request)
+        if events.listening():  # for a recording: the request and what came of it
+            events.publish(
+                "planner",
+                "path",
+                start=initial_state.configuration,
+                goals=list(request.goal_configurations),
+                type=request.type.value,
+                error=None if result.error is None else result.error.value,
+                selected_goal=result.selected_goal_idx,
+                waypoints=[w.configuration for w in result.waypoints],
+                stats=result.stats,
+            )
+        return result
+
+    def _path(self, initial_state: InitialState, request: PathRequest) -> PathResult:
         if not isinstance(initial_state, InitialState):
             raise PlanningInputError(
                 f"initial_state: expected an InitialState, got {type(initial_state).__name__}"

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from twin.record import bus
+from twin import events
 from twin.record.writer import McapWriter, _identity
 from twin.robot import (
     COMMAND_FIELDS,
@@ -149,9 +149,9 @@ class RecordingRobot(Robot):
 
     # ------------------------------------------------------------------ what layers add
     def subscribe_layers(self) -> None:
-        """Record what the layers above publish (``twin.record.bus``) as ``/events``, until
+        """Record what the layers above publish (``twin.events``) as ``/events``, until
         this robot is closed."""
-        bus.subscribe(self._on_layer)
+        events.subscribe(self._on_layer)
 
     def _on_layer(self, source: str, kind: str, detail: dict[str, Any]) -> None:
         self.event(source, kind, **detail)
@@ -236,7 +236,7 @@ class RecordingRobot(Robot):
 
     def close(self) -> None:
         """Close the wrapped robot, then the recording if this robot opened it."""
-        bus.unsubscribe(self._on_layer)
+        events.unsubscribe(self._on_layer)
         try:
             self._inner.close()
         finally:

@@ -1,10 +1,10 @@
-"""What the layers above the robot publish, for whoever records: a tiny publish/subscribe bus.
+"""What the layers above the robot publish, for whoever records: a tiny publish/subscribe hub.
 
 The controller (inputs and outputs of each policy step), the planner (requests and results), the
 F/T service (the frames it publishes) and the live twin (residuals and events) call
 ``publish(source, kind, **detail)``; a recorder (``RecordingRobot.subscribe_layers()``) receives
 them. With no subscriber a publish costs a function call: layers may guard a costly detail with
-``if bus.listening():``. Subscribers run on the publishing thread and must not raise; one that
+``if events.listening():``. Subscribers run on the publishing thread and must not raise; one that
 does is removed, so a recorder's fault never reaches a control loop.
 """
 
