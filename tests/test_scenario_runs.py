@@ -98,7 +98,7 @@ def test_a_tightened_tolerance_fails_with_scenario_metric_values_and_recording(t
     suite = ET.parse(junit).getroot()
     assert suite.tag == "testsuite" and suite.get("tests") == "1" and suite.get("failures") == "1"
     (case,) = suite.findall("testcase")
-    assert case.get("name") == "weigh_payload[sim, seed 0]"
+    assert case.get("name") == "tight[sim, seed 0]"
     assert "weight_n: expected 4.905 +- 1e-06" in case.find("failure").get("message")
     assert str(result.recording) in case.find("system-out").text
 
@@ -141,17 +141,17 @@ def test_the_pytest_plugin_collects_scenarios_per_backend_and_runs_them_with_xdi
         [*args, "--collect-only", "-q", str(tmp_path)], capture_output=True, text=True, timeout=300
     )
     assert sorted(line for line in collected.stdout.splitlines() if "::" in line) == [
-        "tight.toml::weigh_payload[hardware]",
-        "tight.toml::weigh_payload[sim]",
-        "weigh.toml::weigh_payload[hardware]",
-        "weigh.toml::weigh_payload[sim]",
+        "tight.toml::tight[hardware]",
+        "tight.toml::tight[sim]",
+        "weigh.toml::weigh[hardware]",
+        "weigh.toml::weigh[sim]",
     ]
     done = subprocess.run(
         [*args, "-n", "2", "-q", str(tmp_path)], capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 1, done.stdout
     assert "2 failed, 2 passed" in done.stdout
-    assert "weigh_payload [hardware] weight_n: expected 4.905 +- 1e-06, measured" in done.stdout
+    assert "tight [hardware] weight_n: expected 4.905 +- 1e-06, measured" in done.stdout
 
 
 def test_a_ray_sweep_of_the_shipped_suite_over_three_seeds(tmp_path):

@@ -150,7 +150,10 @@ def run_scenario(
                     "scenario": str(scenario.path),
                     "versions": versions(),
                 }
-                robot = RecordingRobot(robot, path, metadata=meta)
+                recorded = RecordingRobot(robot, path, metadata=meta)
+                if plant is robot:  # the sim is its own plant: its calls are recorded too
+                    plant = recorded
+                robot = recorded
                 result.recording = path
             try:
                 start = None if scenario.start_q is None else np.asarray(scenario.start_q)

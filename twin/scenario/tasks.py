@@ -43,6 +43,8 @@ METRICS: dict[str, tuple[str, ...]] = {
     "shadow_contact": ("contact_detected", "contact_detected_within_s", "false_events"),
 }
 GRAVITY_M_S2 = 9.81
+#: After a push ends, the time the live twin may take to release its contact flag (s).
+RELEASE_S = 0.2
 
 
 class Plant(Protocol):
@@ -226,6 +228,7 @@ def shadow_contact(robot: Robot, scenario: Scenario, plant: Plant | None) -> dic
     command = hold_command(robot, q)
     start, end = p["contact_at_s"], p["contact_at_s"] + p["contact_for_s"]
     detected_at, false_events = None, 0
+    contact_flags = ShadowFlag.CONTACT | ShadowFlag.TORQUE_CONTACT
     with Shadow(robot) as shadow:
         for k in range(round(p["duration_s"] / robot.control_period_s)):
             t = k * robot.control_period_s
@@ -236,12 +239,13 @@ def shadow_contact(robot: Robot, scenario: Scenario, plant: Plant | None) -> dic
             robot.write(command)
             robot.step()
             flags = shadow.update(robot.read()).flags
-            contact = bool(flags & ShadowFlag.CONTACT)
-            others = flags & ~(ShadowFlag.CONTACT | ShadowFlag.TARING)
-            during = start <= t < end + 0.1
-            if contact and pushing and during and detected_at is None:
+            contact = bool(flags & contact_flags)
+            # Events only: a missing or stale sample (NO_FT, NO_IMU, NOT_TRACKING) is not one.
+            others = flags & (ShadowFlag.PAYLOAD | ShadowFlag.FT_DRIFT | ShadowFlag.IMU_DRIFT)
+            in_window = pushing and start <= t < end + RELEASE_S
+            if contact and in_window and detected_at is None:
                 detected_at = t - start
-            elif (contact and not (pushing and during)) or others:
+            if (contact and not in_window) or others:
                 false_events += 1
         if pushing:
             world.set_external_force(None)
