@@ -273,6 +273,7 @@ class SerialRobot(Robot):
         reading, errors = self.arm.initialise(lambda r: self._hold(r.q))
         with self._lock:
             self._set_reading(reading)
+            self._fresh, self._failed_in_row = True, 0
             self._cmd = self._hold(reading.q)
             self._targets = self.arm.servo_targets(self._cmd) if self.arm.mode == "servo" else None
             if errors:
