@@ -84,6 +84,7 @@ def soak(seconds: float, corrupt_rate: float, seed: int) -> dict:
         ft_sent0, imu_sent0 = stack.ft.frames_sent, stack.imu.groups_sent
         d0 = robot.diagnostics()
         position_violations = speed_violations = stale_faults = refused = 0
+        hold_phase_violations = 0
         peak = peak_read = 0.0
         t0 = time.monotonic()
         moving_until, hold = t0 + 0.4 * seconds, None
@@ -103,8 +104,10 @@ def soak(seconds: float, corrupt_rate: float, seed: int) -> dict:
                 stale_faults += 1  # a stale-readings fault whose readings are back: clear it
                 robot.clear_fault()
             q, qd, _ = stack.source.joint_state()
-            position_violations += int(np.any((q < lower) | (q > upper)))
-            speed_violations += int(np.any(np.abs(qd) > vmax))
+            bad_q, bad_qd = np.any((q < lower) | (q > upper)), np.any(np.abs(qd) > vmax)
+            position_violations += int(bad_q)
+            speed_violations += int(bad_qd)
+            hold_phase_violations += int(hold is not None and (bad_q or bad_qd))
             if hold is not None and now > moving_until + SETTLE_S:
                 peak = max(peak, float(np.max(np.abs(qd))))
                 peak_read = max(peak_read, float(np.max(np.abs(state.qd))))
@@ -126,6 +129,7 @@ def soak(seconds: float, corrupt_rate: float, seed: int) -> dict:
             limit_violations=position_violations + speed_violations,
             position_limit_violations=position_violations,
             velocity_limit_violations=speed_violations,
+            violations_no_command=hold_phase_violations,
             stale_faults=stale_faults,
             refused_writes=refused,
             bus_replies_damaged=stack.faults[BUS].stats.writes_affected,
@@ -176,6 +180,11 @@ def main() -> None:
             "limit violations, position / velocity (must be 0)",
             f"{anchor['position_limit_violations']} / {anchor['velocity_limit_violations']}",
             f"{noisy['position_limit_violations']} / {noisy['velocity_limit_violations']}",
+        ),
+        (
+            "  of which with no new command",
+            anchor["violations_no_command"],
+            noisy["violations_no_command"],
         ),
         ("stale faults (cleared when back)", anchor["stale_faults"], noisy["stale_faults"]),
         ("writes refused (fault)", anchor["refused_writes"], noisy["refused_writes"]),
