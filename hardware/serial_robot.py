@@ -28,7 +28,6 @@ rate a ``ControlRateWarning`` is issued once.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import warnings
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 from twin.hardware.arm_bus import ArmBus, JointReading, ServoState, ServoTargets, retried
-from twin.hardware.clock import MonotonicClock
+from twin.hardware.clock import MonotonicClock, RateMonitor
 from twin.hardware.config import HardwareConfig, load_config
 from twin.hardware.drivers.bota_sensor import BotaSensor
 from twin.hardware.drivers.dynamixel_bus import DynamixelBus
@@ -146,10 +145,9 @@ class SerialRobot(Robot):
         self._failed_in_row = 0
         self._stale: StaleFault | None = None
         self._probe_every = max(1, round(PROBE_INTERVAL_S / self.control_period_s))
-        self._t_first_us: int | None = None
-        self._t_last_us: int | None = None
-        self._worst_cycle_us = 0
-        self._window = (0, 0)  # (cycles, t_us) at the start of the rate window
+        self._rate = RateMonitor(
+            self.control_period_s, self.config.rate_warning_fraction, RATE_WINDOW_S
+        )
         self._rate_warned = False
         self.park_report: dict[int, ServoState] | None = None
         self._closed = False
@@ -364,9 +362,7 @@ class SerialRobot(Robot):
             if self._closed:
                 raise DisconnectedError("this SerialRobot is closed; create a new one")
             now = self._clock.now_us()
-            if self._t_first_us is None:
-                self._t_first_us = now
-                self._window = (0, now)
+            self._rate.start(now)
             stale = self._stale
             if stale is None and (
                 self._hold_pending
@@ -464,41 +460,32 @@ class SerialRobot(Robot):
 
     def _account_cycle(self) -> None:
         """Rate bookkeeping at the end of a step; the once-only ``ControlRateWarning``."""
-        now = self._clock.now_us()
-        if self._t_last_us is not None:
-            self._worst_cycle_us = max(self._worst_cycle_us, now - self._t_last_us)
-        self._t_last_us = now
-        c0, t0 = self._window
-        if now - t0 < RATE_WINDOW_S * 1e6:
+        slow = self._rate.end(self._clock.now_us())
+        if slow is None or self._rate_warned:
             return
-        rate = (self.stats.cycles - c0) / ((now - t0) * 1e-6)
-        self._window = (self.stats.cycles, now)
-        configured = 1.0 / self.control_period_s
-        if not self._rate_warned and rate < self.config.rate_warning_fraction * configured:
-            self._rate_warned = True
-            warnings.warn(
-                ControlRateWarning(
-                    f"SerialRobot ran at {rate:.0f} Hz over the last {(now - t0) * 1e-6:.1f} s, "
-                    f"below {self.config.rate_warning_fraction:.0%} of its configured "
-                    f"{configured:.0f} Hz (robot.control_period_s = {self.control_period_s} s; "
-                    f"{self.stats.overruns} overruns, {self.stats.failed_reads} failed reads so "
-                    "far; see diagnostics())"
-                ),
-                stacklevel=3,
-            )
+        self._rate_warned = True
+        rate, span_s = slow
+        warnings.warn(
+            ControlRateWarning(
+                f"SerialRobot ran at {rate:.0f} Hz over the last {span_s:.1f} s, below "
+                f"{self.config.rate_warning_fraction:.0%} of its configured "
+                f"{1.0 / self.control_period_s:.0f} Hz (robot.control_period_s = "
+                f"{self.control_period_s} s; {self.stats.overruns} overruns, "
+                f"{self.stats.failed_reads} failed reads so far; see diagnostics())"
+            ),
+            stacklevel=3,
+        )
 
     def diagnostics(self) -> ControlDiagnostics:
         """The achieved rate over the robot's clock (wall time, or a shared ``ManualClock``)."""
-        t0, t1 = self._t_first_us, self._t_last_us
-        cycles = self.stats.cycles
-        rate = (
-            cycles / ((t1 - t0) * 1e-6)
-            if t0 is not None and t1 is not None and t1 > t0
-            else math.nan
-        )
-        worst = self._worst_cycle_us * 1e-6 if cycles >= 2 else math.nan
+        r = self._rate
         return ControlDiagnostics(
-            self.control_period_s, cycles, self.stats.overruns, rate, self.stats.failed_reads, worst
+            self.control_period_s,
+            self.stats.cycles,
+            self.stats.overruns,
+            r.achieved_rate_hz,
+            self.stats.failed_reads,
+            r.worst_cycle_s,
         )
 
     def _wait_period(self) -> None:

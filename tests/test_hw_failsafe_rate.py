@@ -9,6 +9,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from twin.hardware import ControlRateWarning, ManualClock, SerialRobot
 from twin.hardware.emulator import EmulatorStack, IdealSource
 from twin.hardware.emulator.testing import emulator_config
@@ -67,3 +69,28 @@ def test_a_run_below_its_rate_warns_once_and_shows_it():
     assert rate_warnings[0].filename == __file__  # points at the caller's step()
     assert d.cycles == 250 and d.achieved_rate_hz < 84.0
     assert d.overruns >= 250 and d.worst_cycle_s >= 0.012
+
+
+@given(
+    st.lists(st.integers(1, 50_000), min_size=2, max_size=400),
+    st.sampled_from([0.001, 0.004, 0.01]),
+)
+def test_rate_monitor_counts_cycles_over_its_clock(gaps_us, period_s):
+    """Cycles end ``gaps_us`` apart after a start at t = 1000 us: the rate is cycles over the
+    span, the worst cycle the largest gap, and a closed window warns iff its rate is low."""
+    from twin.hardware.clock import RateMonitor
+
+    monitor = RateMonitor(period_s, 0.9, window_s=0.05)
+    t, slow = 1000, []
+    monitor.start(t)
+    for gap in gaps_us:
+        t += gap
+        slow.append(monitor.end(t))
+        monitor.start(t)  # later starts do not move the origin
+    assert monitor.cycles == len(gaps_us)
+    assert monitor.achieved_rate_hz == pytest.approx(len(gaps_us) / (sum(gaps_us) * 1e-6))
+    assert monitor.worst_cycle_s == pytest.approx(max(gaps_us[1:]) * 1e-6)
+    for verdict in slow:
+        if verdict is not None:
+            rate, span_s = verdict
+            assert rate < 0.9 / period_s and span_s >= 0.05
