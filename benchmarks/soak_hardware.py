@@ -7,7 +7,7 @@ F/T services layer and log the sensor frame to CSV, switch the corruption on, th
 along a 0.5 Hz joint trajectory (a new command every period; it pauses while commands are refused
 and resumes where it stopped), 60 % with no new command (one hold written once). A supervisor
 clears a stale-readings fault once readings are back, as an operator would. Figures: achieved rate and overruns (``diagnostics()``), the peak joint speed with no new
-command (emulated physics, after 0.5 s to settle), joint limit violations of the emulated arm
+command (emulated physics, after 1 s to settle), joint limit violations of the emulated arm
 (must be 0), stale faults, and F/T and IMU frames sent, received, logged and counted bad. The
 ideal emulator source (independent joints, no gravity) runs in this process, in real time.
 
@@ -33,10 +33,11 @@ from twin.robot import Health, JointCommand
 from twin.sensors.ft_service import FtSensorService
 
 CORRUPT_RATE = 0.01
-SETTLE_S = 0.5
+SETTLE_S = 1.0
 AMPLITUDE = 0.2  # rad: peak speed 0.63 rad/s, within every joint's URDF velocity limit
 KP = np.array([120.0, 240.0, 120.0, 25.0, 25.0, 10.0]) / 4
-KD = np.array([6.0, 12.0, 4.0, 0.5, 0.5, 0.2])
+INERTIA = 0.05  # kg m^2, every joint of the ideal source
+KD = 1.4 * np.sqrt(KP * INERTIA)  # damping ratio 0.7 on every joint
 
 
 def _command(t: float) -> JointCommand:
@@ -69,7 +70,9 @@ def soak(seconds: float, corrupt_rate: float, seed: int) -> dict:
     out: dict = {"seconds": seconds, "corrupt_rate": corrupt_rate}
     with (
         tempfile.TemporaryDirectory(prefix="twin-soak-") as tmp,
-        EmulatorStack(config, IdealSource(effort_limits=model.effort_limits), seed=seed) as stack,
+        EmulatorStack(
+            config, IdealSource(inertia=INERTIA, effort_limits=model.effort_limits), seed=seed
+        ) as stack,
         SerialRobot(stack.robot_config(), model=model) as robot,
         warnings.catch_warnings(record=True) as caught,
     ):

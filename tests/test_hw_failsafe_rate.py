@@ -93,4 +93,4 @@ def test_rate_monitor_counts_cycles_over_its_clock(gaps_us, period_s):
     for verdict in slow:
         if verdict is not None:
             rate, span_s = verdict
-            assert rate < 0.9 / period_s and span_s >= 0.05
+            assert rate < 0.9 / period_s and span_s >= 0.05 - 1e-12
