@@ -4,8 +4,8 @@ same machine, same run).
 
 Each run: open clean (start-up under noise is ``tests/test_hw_failsafe_startup.py``), connect the
 F/T services layer and log the sensor frame to CSV, switch the corruption on, then 40 % of the time
-along a 0.5 Hz joint trajectory (a new command every period; it pauses while commands are refused
-and resumes where it stopped), 60 % with no new command (one hold written once). A supervisor
+along a 0.5 Hz joint trajectory (a new command every period, one period further along it: a slow
+loop traces it slower instead of jumping, and it pauses while commands are refused), 60 % with no new command (one hold written once). A supervisor
 clears a stale-readings fault once readings are back, as an operator would. Figures: achieved rate and overruns (``diagnostics()``), the peak joint speed with no new
 command (emulated physics, after 1 s to settle), joint limit violations of the emulated arm
 (must be 0), stale faults, and F/T and IMU frames sent, received, logged and counted bad. The
@@ -91,18 +91,17 @@ def soak(seconds: float, corrupt_rate: float, seed: int) -> dict:
         peak = peak_read = 0.0
         t0 = time.monotonic()
         moving_until, hold = t0 + 0.4 * seconds, None
-        t_path, last = 0.0, t0  # time along the trajectory: it pauses while writes are refused
+        t_path = 0.0  # along the trajectory: one period per accepted command (see module doc)
         while (now := time.monotonic()) - t0 < seconds:
             try:
                 if now < moving_until:
                     robot.write(_command(t_path))
-                    t_path += now - last
+                    t_path += robot.control_period_s
                 elif hold is None:
                     hold = JointCommand(q_des=_command(t_path).q_des, kp=KP, kd=KD)
                     robot.write(hold)  # the last command of the run
             except DeviceFaultError:
                 refused += 1
-            last = now
             robot.step()
             state = robot.read()
             service.update(state)
