@@ -305,10 +305,9 @@ class ArmBus:
         for pid in ids:
             self.bus.reboot(pid)
 
-    def _write(self, pid: int, reg, value: int, attempts: int | None = None) -> None:
-        """An acknowledged WRITE, retried (``retried``)."""
-        tries = self.config.bus.attempts if attempts is None else attempts
-        retried(lambda: self.bus.write(pid, reg, int(value)), tries)
+    def _write(self, pid: int, reg, value: int) -> None:
+        """An acknowledged WRITE, tried ``bus.attempts`` times (``retried``)."""
+        retried(lambda: self.bus.write(pid, reg, int(value)), self.config.bus.attempts)
 
     def servo_state(self, pid: int) -> ServoState:
         """Torque Enable and Operating Mode of servo ``pid`` read back (``None`` where it did not
@@ -329,8 +328,8 @@ class ArmBus:
         One pass of sync writes first (a current-mode arm is limp only while it runs): torque off
         (current mode only: Operating Mode is EEPROM), mode, Goal Current (the effort limit),
         gains, goal position, torque on. Then each servo's Torque Enable and Operating Mode are
-        read back; a servo that disagrees is set up again with acknowledged writes and read back,
-        up to ``bus.attempts`` rounds. Returns each servo's final state (``ServoState.safe``); a
+        read back; a servo that disagrees is set up again with acknowledged writes and read back
+        (one with a value unread is only read again), up to ``bus.attempts`` rounds. Returns each servo's final state (``ServoState.safe``); a
         servo with a latched hardware error cannot take torque and stays unsafe.
         """
         bus, ids = self.bus, self.ids
@@ -345,11 +344,12 @@ class ArmBus:
         out = {}
         for j, pid in enumerate(ids):
             state = self.servo_state(pid)
-            rounds = 0
-            while not state.safe and rounds < self.config.bus.attempts and state.mode is not None:
-                rounds += 1
-                with contextlib.suppress(TransportError, DeviceStatusError):
-                    self._hold_one(pid, j, targets, goal_current[pid])  # read back below
+            for _ in range(self.config.bus.attempts):
+                if state.safe or state == ServoState(None, None):  # held, or not answering
+                    break
+                if None not in (state.torque, state.mode):  # known and wrong: set it up again
+                    with contextlib.suppress(TransportError, DeviceStatusError):
+                        self._hold_one(pid, j, targets, goal_current[pid])  # read back below
                 state = self.servo_state(pid)
             out[pid] = state
         return out
