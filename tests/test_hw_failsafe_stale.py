@@ -13,6 +13,7 @@ from twin.hardware import DeviceFaultError, ManualClock, SerialRobot
 from twin.hardware.emulator import BUS, EmulatorStack, IdealSource
 from twin.hardware.emulator.testing import emulator_config
 from twin.hardware.protocols.dynamixel_table import OperatingMode, XTable
+from twin.hardware.serial_robot import PROBE_INTERVAL_S
 
 from twin.kinematics import ArmModel
 from twin.robot import Health, JointCommand
@@ -98,19 +99,27 @@ def test_silent_servo_is_a_fault_within_three_periods_and_nothing_runs_away(rig)
     assert f"servo {SILENT}" in event.detail and "3 joint reads in a row" in event.detail
 
 
-def test_fault_state_probes_instead_of_waiting_a_reply_timeout_every_cycle(rig):
-    robot, stack, mode = rig
+def _silenced(robot, stack, mode) -> None:
+    """Hold still for 20 periods, silence ``SILENT``, step into the stale fault."""
     robot.write(_moving(0, mode))
     for _ in range(20):
         robot.step()
     stack.faults[BUS].silence(SILENT)
     for _ in range(3):
         robot.step()
-    assert Health.FAULT in robot.read().health
+    assert Health.FAULT | Health.JOINTS_STALE in robot.read().health
+
+
+PROBE_EVERY = round(PROBE_INTERVAL_S / 0.004)  # periods between read attempts in the fault
+
+
+def test_fault_state_probes_instead_of_waiting_a_reply_timeout_every_cycle(rig):
+    robot, stack, mode = rig
+    _silenced(robot, stack, mode)
     t0 = robot.bus.stats.timeouts
     for _ in range(100):  # 0.4 s in the fault
         robot.step()
-    probes = -(-100 // robot._probe_every)  # one read attempt per PROBE_INTERVAL_S
+    probes = -(-100 // PROBE_EVERY)  # one read attempt per PROBE_INTERVAL_S
     # each probe: the sync read and two single READs of the silent servo time out
     assert robot.bus.stats.timeouts - t0 <= 3 * probes < 100
     assert Health.JOINTS_STALE in robot.read().health
@@ -118,16 +127,11 @@ def test_fault_state_probes_instead_of_waiting_a_reply_timeout_every_cycle(rig):
 
 def test_resumes_only_once_readings_are_back_and_the_fault_is_cleared(rig):
     robot, stack, mode = rig
-    robot.write(_moving(0, mode))
-    for _ in range(20):
-        robot.step()
-    stack.faults[BUS].silence(SILENT)
-    for _ in range(3):
-        robot.step()
+    _silenced(robot, stack, mode)
     assert not robot.clear_fault()  # still silent: the fault stays
     assert Health.FAULT | Health.JOINTS_STALE in robot.read().health
     stack.faults[BUS].restore(SILENT)
-    for _ in range(2 * robot._probe_every):  # the next probe finds the readings back
+    for _ in range(2 * PROBE_EVERY):  # the next probe finds the readings back
         robot.step()
     health = robot.read().health
     assert Health.FAULT in health and Health.JOINTS_STALE not in health
