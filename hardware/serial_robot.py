@@ -244,6 +244,12 @@ class SerialRobot(Robot):
         return self._cmd
 
     @property
+    def stale_fault(self) -> StaleFault | None:
+        """The latched stale-readings fault (why, whether readings are back, the safe hold's
+        read-back per servo), or None."""
+        return self._stale
+
+    @property
     def faults(self) -> dict[int, HardwareError]:
         """Latched servo hardware errors by id (empty when healthy)."""
         return dict(self._faults)

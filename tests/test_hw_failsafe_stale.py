@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from twin.hardware import DeviceFaultError, ManualClock, SerialRobot
+from twin.hardware.arm_bus import MODE_REGISTER
 from twin.hardware.emulator import BUS, EmulatorStack, IdealSource
 from twin.hardware.emulator.testing import emulator_config
 from twin.hardware.protocols.dynamixel_table import OperatingMode, XTable
@@ -95,6 +96,8 @@ def test_silent_servo_is_a_fault_within_three_periods_and_nothing_runs_away(rig)
     for pid, servo in stack.servos.servos.items():
         state = (servo.get(XTable.TORQUE_ENABLE), servo.get(XTable.OPERATING_MODE))
         assert state == (1, OperatingMode.CURRENT_BASED_POSITION), (pid, state)
+    assert all(st.safe for st in robot.stale_fault.hold.values() if st.mode is not None)
+    assert robot.stale_fault.hold[SILENT].mode is None  # its read-back was lost, and says so
     event = next(e for e in robot.health_events if Health.FAULT in e.flag and e.set)
     assert f"servo {SILENT}" in event.detail and "3 joint reads in a row" in event.detail
 
@@ -137,8 +140,11 @@ def test_resumes_only_once_readings_are_back_and_the_fault_is_cleared(rig):
     assert Health.FAULT in health and Health.JOINTS_STALE not in health
     with pytest.raises(DeviceFaultError, match="stale"):
         robot.write(_moving(0, mode))  # back, but not cleared: still refused
+    assert robot.stale_fault is not None and robot.stale_fault.readings_back
     assert robot.clear_fault()
-    assert robot.read().health == Health.OK
+    assert robot.read().health == Health.OK and robot.stale_fault is None
+    configured = int(MODE_REGISTER[mode])  # the servos are back in the configured mode
+    assert {s.get(XTable.OPERATING_MODE) for s in stack.servos.servos.values()} == {configured}
     target = np.array([0.1, -0.1, 0.1, 0.2, -0.1, 0.2])
     kp, kd = _gains(mode)
     for _ in range(300):
