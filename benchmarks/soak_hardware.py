@@ -16,6 +16,7 @@ ideal emulator source (independent joints, no gravity) runs in this process, in 
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 import warnings
@@ -24,7 +25,13 @@ from pathlib import Path
 
 import numpy as np
 from twin.benchmarks._report import emit_json, parse_args, print_table
-from twin.hardware import ControlRateWarning, DeviceFaultError, SerialRobot, load_config
+from twin.hardware import (
+    ControlRateWarning,
+    DeviceFaultError,
+    SerialRobot,
+    TransportError,
+    load_config,
+)
 from twin.hardware.emulator import BUS, FT, IMU, EmulatorStack, IdealSource
 from twin.hardware.emulator.testing import emulator_config
 
@@ -107,7 +114,8 @@ def soak(seconds: float, corrupt_rate: float, seed: int) -> dict:
             service.update(state)
             if Health.FAULT in state.health and Health.JOINTS_STALE not in state.health:
                 stale_faults += 1  # a stale-readings fault whose readings are back: clear it
-                robot.clear_fault()
+                with contextlib.suppress(TransportError):  # not this time: the fault stays
+                    robot.clear_fault()
             q, qd, _ = stack.source.joint_state()
             bad_q, bad_qd = np.any((q < lower) | (q > upper)), np.any(np.abs(qd) > vmax)
             position_violations += int(bad_q)

@@ -33,6 +33,7 @@ from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
     InvalidArgumentError,
+    ProtocolError,
     TransportError,
 )
 from twin.hardware.protocols import dynamixel as dxl
@@ -63,18 +64,21 @@ T = TypeVar("T")
 #: lasts three reply timeouts.
 CYCLE_READ_TRIES = 2
 SAFE_MODE = OperatingMode.CURRENT_BASED_POSITION  # the mode every park and safe hold leaves
+#: What a bus transaction raises when the servo or the line failed (not a programming error).
+BUS_FAILURES = (TransportError, DeviceStatusError, ProtocolError)
 
 
 def retried(fn: Callable[[], T], attempts: int) -> T:
     """``fn()``, tried up to ``attempts`` times while the failure is a lost or garbled reply
-    (``ReplyTimeoutError``, a reply of the wrong length, or the servo's CRC status for a damaged
-    instruction). A lost port or any other status error is raised at once."""
+    (``ReplyTimeoutError``, a reply of the wrong length or shape, e.g. a late reply to an earlier
+    instruction taken for this one, or the servo's CRC status for a damaged instruction). A lost
+    port or any other status error is raised at once."""
     for k in range(attempts):
         try:
             return fn()
         except DisconnectedError:
             raise
-        except (TransportError, DeviceStatusError) as e:
+        except BUS_FAILURES as e:
             if isinstance(e, DeviceStatusError) and e.code != StatusError.CRC:
                 raise
             if k == attempts - 1:
@@ -318,7 +322,7 @@ class ArmBus:
                 out.append(
                     retried(lambda reg=reg: self.bus.read(pid, reg), self.config.bus.attempts)
                 )
-            except (TransportError, DeviceStatusError):
+            except BUS_FAILURES:
                 out.append(None)
         return ServoState(*out)
 
@@ -348,7 +352,7 @@ class ArmBus:
                 if state.safe or state == ServoState(None, None):  # held, or not answering
                     break
                 if None not in (state.torque, state.mode):  # known and wrong: set it up again
-                    with contextlib.suppress(TransportError, DeviceStatusError):
+                    with contextlib.suppress(*BUS_FAILURES):
                         self._hold_one(pid, j, targets, goal_current[pid])  # read back below
                 state = self.servo_state(pid)
             out[pid] = state

@@ -35,7 +35,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-from twin.hardware.arm_bus import ArmBus, JointReading, ServoState, ServoTargets, retried
+from twin.hardware.arm_bus import (
+    BUS_FAILURES,
+    ArmBus,
+    JointReading,
+    ServoState,
+    ServoTargets,
+    retried,
+)
 from twin.hardware.clock import MonotonicClock, RateMonitor
 from twin.hardware.config import HardwareConfig, load_config
 from twin.hardware.drivers.bota_sensor import BotaSensor
@@ -45,7 +52,6 @@ from twin.hardware.errors import (
     ConfigError,
     ControlRateWarning,
     DeviceFaultError,
-    DeviceStatusError,
     DisconnectedError,
     ParkError,
     StartupError,
@@ -395,14 +401,14 @@ class SerialRobot(Robot):
                     self.arm.send_servo(targets)
                 else:
                     self.arm.send_current(self.arm.current_for(self._torque(cmd, reading, fresh)))
-            except (TransportError, DeviceStatusError) as e:
+            except BUS_FAILURES as e:
                 self._bus_error(e)
         self._wait_period()
         probe = stale is None or stale.readings_back or self.stats.cycles % self._probe_every == 0
         if self.bus.ready and probe:
             try:
                 reading = self.arm.read_state()
-            except (TransportError, DeviceStatusError) as e:
+            except BUS_FAILURES as e:
                 self._bus_error(e)
                 self._read_failed(e)
             else:
@@ -460,7 +466,7 @@ class SerialRobot(Robot):
             how = "servos hold servo-side" + (
                 "; not verified: " + _servo_list(unsafe) if unsafe else " (read back)"
             )
-        except (TransportError, DeviceStatusError) as err:
+        except BUS_FAILURES as err:
             how = f"the safe hold could not be written: {err}"
         self._event(Health.FAULT | Health.JOINTS_STALE, True, f"{stale.detail}; {how}")
 
@@ -517,7 +523,7 @@ class SerialRobot(Robot):
     def _on_alert(self) -> None:
         try:
             errors = self.arm.hardware_errors()
-        except (TransportError, DeviceStatusError) as e:
+        except BUS_FAILURES as e:
             self._bus_error(e)
             errors = {}
         if not errors:  # the alert bit without a readable cause: still a fault
@@ -540,7 +546,7 @@ class SerialRobot(Robot):
         if stale is not None:
             try:
                 retried(self.arm.read_state, self.config.bus.attempts)
-            except (TransportError, DeviceStatusError):
+            except BUS_FAILURES:
                 return False  # readings are not back: the fault stays, the servos keep holding
         if faulted:
             self.arm.reboot(faulted)
@@ -551,7 +557,7 @@ class SerialRobot(Robot):
             try:
                 self._init_servos(self.bus)
                 break
-            except (TransportError, DeviceStatusError):
+            except BUS_FAILURES:
                 if time.monotonic() > deadline:
                     if stale is not None:
                         with self._lock:
@@ -588,14 +594,14 @@ class SerialRobot(Robot):
             if self.bus.ready:
                 try:
                     q = retried(self.arm.read_state, self.config.bus.attempts).q
-                except (TransportError, DeviceStatusError):
+                except BUS_FAILURES:
                     q = self._reading.q  # hold the last good reading
                 self.park_report = self.arm.position_hold(self._safe_targets(q))
             else:
                 problem = (
                     f"the servo bus is {self.bus.link.state.value}: the servos were not parked"
                 )
-        except (TransportError, DeviceStatusError) as e:
+        except BUS_FAILURES as e:
             problem = f"parking failed: {type(e).__name__}: {e}"
         finally:
             self._close_ports()
