@@ -58,14 +58,16 @@ def _command(t: float) -> JointCommand:
 
 
 def _config():
-    """The shipped configuration (rate, reply timeout, staleness, retries), with the emulators'
-    slower boot allowances, no watchdog (the no-command phase is the point) and no gravity."""
+    """The shipped configuration (rate, reply timeout, staleness, stale-fault threshold, retries),
+    with the emulators' slower boot allowances, no watchdog (the no-command phase is the point)
+    and no gravity."""
     shipped = load_config()
     config = emulator_config(
         shipped,
         watchdog_s=None,
         hold_gravity_compensation=False,
         stale_after_s=shipped.stale_after_s,
+        stale_fault_cycles=shipped.stale_fault_cycles,
     )
     return replace(config, bus=shipped.bus)
 
