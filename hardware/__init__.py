@@ -5,19 +5,23 @@ from twin.hardware.clock import ManualClock, MonotonicClock
 from twin.hardware.config import HardwareConfig, default_config_path, load_config
 from twin.hardware.errors import (
     ConfigError,
+    ControlRateWarning,
     DeviceFaultError,
     DeviceStatusError,
     DisconnectedError,
     HardwareError,
     InvalidArgumentError,
+    ParkError,
     ProtocolError,
     ReplyTimeoutError,
+    StartupError,
     TransportError,
 )
 from twin.hardware.serial_robot import HealthEvent, SerialRobot
 
 __all__ = [
     "ConfigError",
+    "ControlRateWarning",
     "DeviceFaultError",
     "DeviceStatusError",
     "DisconnectedError",
@@ -27,9 +31,11 @@ __all__ = [
     "InvalidArgumentError",
     "ManualClock",
     "MonotonicClock",
+    "ParkError",
     "ProtocolError",
     "ReplyTimeoutError",
     "SerialRobot",
+    "StartupError",
     "TransportError",
     "default_config_path",
     "load_config",

@@ -10,23 +10,41 @@ Connection-time set-up (``initialise``), one sync read of present values per cyc
   current limit) is the joint's effort limit.
 - host-side (``current``, Operating Mode 0): the law is computed by the caller and sent as Goal
   Current.
+
+Line noise: every set-up transaction is tried ``bus.attempts`` times (a lost reply is retried); a
+cycle's sync read that loses a reply falls back to one READ per servo (``CYCLE_READ_TRIES`` each),
+so one damaged reply costs a reply timeout, not the reading. ``position_hold`` leaves the servos
+holding servo-side (Operating Mode 5, torque on), each servo's Torque Enable and Operating Mode
+read back and, where they disagree, rewritten with acknowledged writes (``park`` and the stale
+fault use it; ``docs/faults/serial.md``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from twin.hardware.config import HardwareConfig
 from twin.hardware.drivers.dynamixel_bus import DynamixelBus
-from twin.hardware.errors import DeviceStatusError, InvalidArgumentError
+from twin.hardware.errors import (
+    DeviceStatusError,
+    DisconnectedError,
+    InvalidArgumentError,
+    ProtocolError,
+    TransportError,
+)
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.dynamixel_table import (
     GAIN_BLOCK_ADDRESS,
     GAIN_BLOCK_LENGTH,
+    PRESENT_BLOCK_ADDRESS,
+    PRESENT_BLOCK_LENGTH,
     HardwareError,
     OperatingMode,
+    StatusError,
     XTable,
 )
 
@@ -37,6 +55,60 @@ _SETUP_BLOCK = (
     XTable.RETURN_DELAY_TIME.address,
     XTable.OPERATING_MODE.end - XTable.RETURN_DELAY_TIME.address,
 )
+
+
+T = TypeVar("T")
+
+#: Tries of each servo's READ when a cycle's sync read lost a reply: at 0.2 % corrupted bytes a
+#: cycle then fails about once in 500 (three in a row: about 1e-8), and a silent servo's cycle
+#: lasts three reply timeouts.
+CYCLE_READ_TRIES = 2
+SAFE_MODE = OperatingMode.CURRENT_BASED_POSITION  # the mode every park and safe hold leaves
+#: What a bus transaction raises when the servo or the line failed (not a programming error).
+BUS_FAILURES = (TransportError, DeviceStatusError, ProtocolError)
+
+
+def retried(fn: Callable[[], T], attempts: int) -> T:
+    """``fn()``, tried up to ``attempts`` times while the failure is a lost or garbled reply
+    (``ReplyTimeoutError``, a reply of the wrong length or shape, e.g. a late reply to an earlier
+    instruction taken for this one, or the servo's CRC status for a damaged instruction). A lost
+    port or any other status error is raised at once."""
+    for k in range(attempts):
+        try:
+            return fn()
+        except DisconnectedError:
+            raise
+        except BUS_FAILURES as e:
+            if isinstance(e, DeviceStatusError) and e.code != StatusError.CRC:
+                raise
+            if k == attempts - 1:
+                raise
+    raise ValueError(f"attempts must be >= 1, got {attempts}")
+
+
+@dataclass(frozen=True)
+class ServoState:
+    """A servo's Torque Enable and Operating Mode as read back (``None``: it did not answer)."""
+
+    torque: int | None
+    mode: int | None
+
+    @property
+    def safe(self) -> bool:
+        """Holding servo-side: torque on, current-based position mode."""
+        return self.torque == 1 and self.mode == SAFE_MODE
+
+    def __str__(self) -> str:
+        mode = "no reply" if self.mode is None else _mode_name(self.mode)
+        torque = "no reply" if self.torque is None else ("on" if self.torque else "off")
+        return f"torque {torque}, mode {mode}"
+
+
+def _mode_name(mode: int) -> str:
+    try:
+        return f"{OperatingMode(mode).name} ({mode})"
+    except ValueError:
+        return str(mode)
 
 
 @dataclass(frozen=True)
@@ -88,9 +160,9 @@ class ArmBus:
         ``hold(reading)`` is the command to hold with. Returns the reading and the servos' latched
         hardware errors (their torque stays off).
         """
-        bus, ids = self.bus, self.ids
+        bus, ids, tries = self.bus, self.ids, self.config.bus.attempts
         for j, pid in enumerate(ids):
-            model, _fw = bus.ping(pid)
+            model, _fw = retried(lambda pid=pid: bus.ping(pid), tries)
             want = self.config.joints[j].model_number
             if model != want:
                 raise DeviceStatusError(
@@ -98,9 +170,9 @@ class ArmBus:
                     device=f"dxl:{pid}",
                 )
         bus.sync_write_register(XTable.STATUS_RETURN_LEVEL, dict.fromkeys(ids, 2))
-        errors = bus.hardware_errors(ids)
-        setup = bus.sync_read(*_SETUP_BLOCK, ids)
-        limits = bus.sync_read_register(XTable.CURRENT_LIMIT, ids)
+        errors = retried(lambda: bus.hardware_errors(ids), tries)
+        setup = retried(lambda: bus.sync_read(*_SETUP_BLOCK, ids), tries)
+        limits = retried(lambda: bus.sync_read_register(XTable.CURRENT_LIMIT, ids), tries)
         delay = self.config.bus.return_delay_time_us // 2
         mode = int(MODE_REGISTER[self.mode])
         for j, pid in enumerate(ids):
@@ -116,10 +188,10 @@ class ArmBus:
             }
             changes = {reg: v for reg, v in want.items() if have[reg] != v}
             if changes:
-                bus.write(pid, XTable.TORQUE_ENABLE, 0)
+                self._write(pid, XTable.TORQUE_ENABLE, 0)
                 for reg, value in changes.items():
-                    bus.write(pid, reg, value)
-        reading = self.read_state()
+                    self._write(pid, reg, value)
+        reading = retried(self.read_state, tries)
         self._gains = None
         command = hold(reading)
         if self.mode == "servo":
@@ -136,18 +208,50 @@ class ArmBus:
 
     # ------------------------------------------------------------------ cycle
     def read_state(self) -> JointReading:
-        """One sync read in joint units (read-only arrays, shared with every ``RobotState``)."""
-        pv = self.bus.read_present(self.ids)
+        """One sync read in joint units (read-only arrays, shared with every ``RobotState``). A
+        lost or garbled reply falls back to one READ per servo, ``CYCLE_READ_TRIES`` each (module
+        doc); ``ReplyTimeoutError`` names the servo that still did not answer."""
+        try:
+            pv = self.bus.read_present(self.ids)
+            raw = (pv.position, pv.velocity, pv.current, pv.alert)
+        except DisconnectedError:
+            raise
+        except TransportError:
+            rows = [
+                retried(lambda pid=pid: self._present(pid), CYCLE_READ_TRIES) for pid in self.ids
+            ]
+            raw = tuple(np.array(col) for col in zip(*rows))
         m = self.map
         arrays = (
-            m.q_from_ticks(pv.position),
-            m.qd_from_units(pv.velocity),
-            m.tau_from_current(pv.current),
-            pv.alert,
+            m.q_from_ticks(raw[0]),
+            m.qd_from_units(raw[1]),
+            m.tau_from_current(raw[2]),
+            np.asarray(raw[3], bool),
         )
         for a in arrays:
             a.flags.writeable = False
         return JointReading(*arrays)
+
+    def _present(self, pid: int) -> tuple[int, int, int, bool]:
+        """Present Position, Velocity, Current (raw) and the alert bit of one servo (one READ)."""
+        (reply,) = self.bus.transact(
+            dxl.read(pid, PRESENT_BLOCK_ADDRESS, PRESENT_BLOCK_LENGTH), [pid]
+        )
+        if len(reply.params) != PRESENT_BLOCK_LENGTH:
+            raise TransportError(
+                f"servo {pid} returned {len(reply.params)} data bytes, expected {PRESENT_BLOCK_LENGTH}"
+            )
+        return (
+            *(
+                dxl.decode_register(reg, reply.params, offset=PRESENT_BLOCK_ADDRESS)
+                for reg in (
+                    XTable.PRESENT_POSITION,
+                    XTable.PRESENT_VELOCITY,
+                    XTable.PRESENT_CURRENT,
+                )
+            ),
+            bool(reply.alert),
+        )
 
     def servo_targets(self, cmd: JointCommand) -> ServoTargets:
         """Register values for ``cmd`` in servo-side mode; ``InvalidArgumentError`` if a gain is out
@@ -205,31 +309,62 @@ class ArmBus:
         for pid in ids:
             self.bus.reboot(pid)
 
-    def park(self) -> None:
-        """Leave every servo holding its present position in current-based position mode (safe
-        without the host: used by ``close``)."""
-        reading = self.read_state()
+    def _write(self, pid: int, reg, value: int) -> None:
+        """An acknowledged WRITE, tried ``bus.attempts`` times (``retried``)."""
+        retried(lambda: self.bus.write(pid, reg, int(value)), self.config.bus.attempts)
+
+    def servo_state(self, pid: int) -> ServoState:
+        """Torque Enable and Operating Mode of servo ``pid`` read back (``None`` where it did not
+        answer within ``bus.attempts`` tries)."""
+        out = []
+        for reg in (XTable.TORQUE_ENABLE, XTable.OPERATING_MODE):
+            try:
+                out.append(
+                    retried(lambda reg=reg: self.bus.read(pid, reg), self.config.bus.attempts)
+                )
+            except BUS_FAILURES:
+                out.append(None)
+        return ServoState(*out)
+
+    def position_hold(self, targets: ServoTargets) -> dict[int, ServoState]:
+        """Leave every servo holding ``targets`` servo-side: Operating Mode 5, torque on.
+
+        One pass of sync writes first (a current-mode arm is limp only while it runs): torque off
+        (current mode only: Operating Mode is EEPROM), mode, Goal Current (the effort limit),
+        gains, goal position, torque on. Then each servo's Torque Enable and Operating Mode are
+        read back; a servo that disagrees is set up again with acknowledged writes and read back
+        (one with a value unread is only read again), up to ``bus.attempts`` rounds. Returns each servo's final state (``ServoState.safe``); a
+        servo with a latched hardware error cannot take torque and stays unsafe.
+        """
+        bus, ids = self.bus, self.ids
+        goal_current = dict(zip(ids, self.goal_current.tolist()))
         if self.mode != "servo":
-            self.bus.set_torque(self.ids, False)
-            for pid in self.ids:
-                self.bus.write(
-                    pid, XTable.OPERATING_MODE, int(OperatingMode.CURRENT_BASED_POSITION)
-                )
-            self.bus.sync_write_register(
-                XTable.GOAL_CURRENT, dict(zip(self.ids, self.goal_current.tolist()))
-            )
-            self._gains = None
-            self.send_servo(
-                ServoTargets(
-                    self.map.ticks_from_q(reading.q),
-                    *self.map.gains_from_kp_kd(
-                        np.asarray(self.config.hold_kp), np.asarray(self.config.hold_kd)
-                    ),
-                )
-            )
-            healthy = [pid for j, pid in enumerate(self.ids) if not reading.alert[j]]
-            self.bus.set_torque(healthy, True)
-        else:
-            self.bus.sync_write_register(
-                XTable.GOAL_POSITION, dict(zip(self.ids, self.map.ticks_from_q(reading.q).tolist()))
-            )
+            bus.set_torque(ids, False)
+            bus.sync_write_register(XTable.OPERATING_MODE, dict.fromkeys(ids, int(SAFE_MODE)))
+            bus.sync_write_register(XTable.GOAL_CURRENT, goal_current)
+        self._gains = None
+        self.send_servo(targets)
+        bus.set_torque(ids, True)
+        out = {}
+        for j, pid in enumerate(ids):
+            state = self.servo_state(pid)
+            for _ in range(self.config.bus.attempts):
+                if state.safe or state == ServoState(None, None):  # held, or not answering
+                    break
+                if None not in (state.torque, state.mode):  # known and wrong: set it up again
+                    with contextlib.suppress(*BUS_FAILURES):
+                        self._hold_one(pid, j, targets, goal_current[pid])  # read back below
+                state = self.servo_state(pid)
+            out[pid] = state
+        return out
+
+    def _hold_one(self, pid: int, j: int, targets: ServoTargets, goal_current: int) -> None:
+        """Acknowledged writes of one servo's safe hold (torque off, mode, goals, torque on)."""
+        self._write(pid, XTable.TORQUE_ENABLE, 0)
+        self._write(pid, XTable.OPERATING_MODE, int(SAFE_MODE))
+        self._write(pid, XTable.GOAL_CURRENT, goal_current)
+        self._write(pid, XTable.POSITION_D_GAIN, int(targets.d_gain[j]))
+        self._write(pid, XTable.POSITION_I_GAIN, 0)
+        self._write(pid, XTable.POSITION_P_GAIN, int(targets.p_gain[j]))
+        self._write(pid, XTable.GOAL_POSITION, int(targets.goal_ticks[j]))
+        self._write(pid, XTable.TORQUE_ENABLE, 1)

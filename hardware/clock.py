@@ -3,7 +3,7 @@
 ``SerialRobot.step()`` waits with ``sleep_until``; the emulators read ``now_us`` to know how far to
 advance their physics. A ``ManualClock`` shared by both makes a hardware-in-the-loop run
 deterministic: time advances only when the robot steps, while every byte still crosses the real
-serial code paths.
+serial code paths. ``RateMonitor`` keeps the loop's achieved rate on such a clock.
 """
 
 from __future__ import annotations
@@ -67,3 +67,50 @@ class ManualClock:
 
     def advance(self, dt_us: int) -> None:
         self.sleep_until(self._t + int(dt_us))
+
+
+class RateMonitor:
+    """Rate bookkeeping of a control loop on a clock (us): cycles, the achieved rate from the
+    start of the first cycle to the end of the last, the longest cycle, and whether the rate over
+    the last ``window_s`` fell below ``warn_fraction`` of ``1 / period_s`` (``below``)."""
+
+    def __init__(self, period_s: float, warn_fraction: float, window_s: float = 1.0) -> None:
+        self.period_s, self.warn_fraction = period_s, warn_fraction
+        self._window_us = round(window_s * 1e6)
+        self.cycles = 0
+        self.first_us: int | None = None
+        self.last_us: int | None = None
+        self.worst_us = 0
+        self._window = (0, 0)  # (cycles, t_us) at the start of the rate window
+
+    def start(self, t_us: int) -> None:
+        """A cycle starts at ``t_us`` (only the first one counts)."""
+        if self.first_us is None:
+            self.first_us = t_us
+            self._window = (0, t_us)
+
+    def end(self, t_us: int) -> tuple[float, float] | None:
+        """A cycle ended at ``t_us``. Returns ``(rate_hz, window_s)`` when a window closed with
+        a rate below the warning threshold, else None."""
+        self.cycles += 1
+        if self.last_us is not None:
+            self.worst_us = max(self.worst_us, t_us - self.last_us)
+        self.last_us = t_us
+        c0, t0 = self._window
+        if t_us - t0 < self._window_us:
+            return None
+        span_s = (t_us - t0) * 1e-6
+        rate = (self.cycles - c0) / span_s
+        self._window = (self.cycles, t_us)
+        return (rate, span_s) if rate < self.warn_fraction / self.period_s else None
+
+    @property
+    def achieved_rate_hz(self) -> float:
+        t0, t1 = self.first_us, self.last_us
+        if t0 is None or t1 is None or t1 <= t0:
+            return float("nan")
+        return self.cycles / ((t1 - t0) * 1e-6)
+
+    @property
+    def worst_cycle_s(self) -> float:
+        return self.worst_us * 1e-6 if self.cycles >= 2 else float("nan")

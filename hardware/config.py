@@ -1,12 +1,15 @@
 """The hardware configuration: a documented TOML file (``assets/hardware/serial_robot.toml``).
 
-``load_config(path)`` reads and checks it; every error names the key and says what was expected.
+``load_config(path)`` reads and checks it: an unknown key is refused (with the closest known key as
+a hint), every number is range-checked, and every error names the file, the section and key, and
+what was expected.
 ``default_config_path()`` is the shipped example. Ports can be overridden (``with_ports``), which is
 how the emulators' pseudo-terminals are plugged in.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import pathlib
 from dataclasses import dataclass, field, replace
@@ -22,6 +25,7 @@ import numpy as np
 from twin.hardware.errors import ConfigError
 from twin.hardware.joint_map import JointMap
 from twin.hardware.protocols import bota, witmotion
+from twin.hardware.protocols import dynamixel_table as dxl_table
 from twin.hardware.protocols.dynamixel_table import MAX_ID, Units
 
 CONTROL_MODES = ("servo", "current")
@@ -47,6 +51,7 @@ class BusConfig:
     return_delay_time_us: int = 0
     servo_loop_period_s: float = 0.001
     current_unit_a: float = Units.CURRENT_A
+    attempts: int = 4  # tries of each set-up, park and verification transaction
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,16 @@ class ReconnectConfig:
 
 
 @dataclass(frozen=True)
+class StartupConfig:
+    """Opening each device at construction: ``attempts`` tries, waiting ``backoff_initial_s``
+    (doubling up to ``backoff_max_s``) between them."""
+
+    attempts: int = 4
+    backoff_initial_s: float = 0.05
+    backoff_max_s: float = 1.0
+
+
+@dataclass(frozen=True)
 class HardwareConfig:
     """The whole configuration; ``joints`` in the model's joint order."""
 
@@ -86,10 +101,13 @@ class HardwareConfig:
     ft: FtConfig
     imu: ImuConfig
     reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
+    startup: StartupConfig = field(default_factory=StartupConfig)
     control_period_s: float = 0.004
     control_mode: str = "servo"
     watchdog_s: float | None = 0.5
     stale_after_s: float = 0.05
+    stale_fault_cycles: int = 3  # consecutive failed joint reads that make the stale fault
+    rate_warning_fraction: float = 0.9  # warn once below this fraction of the configured rate
     hold_kp: tuple[float, ...] = (120.0, 240.0, 120.0, 25.0, 25.0, 10.0)
     hold_kd: tuple[float, ...] = (6.0, 12.0, 4.0, 0.5, 0.5, 0.2)
     hold_gravity_compensation: bool = True
@@ -135,8 +153,10 @@ def load_config(path: str | pathlib.Path | None = None) -> HardwareConfig:
 
 
 def parse_config(data: dict[str, Any], source: str = "<dict>") -> HardwareConfig:
-    """Build a ``HardwareConfig`` from parsed TOML ``data``."""
+    """Build a ``HardwareConfig`` from parsed TOML ``data`` (module doc: unknown keys and values
+    out of range raise ``ConfigError``)."""
     r = _Reader(data, source)
+    r.known_tables(("robot", "bus", "ft_sensor", "imu", "reconnect", "startup", "joint"))
     robot = r.table("robot")
     joints_raw = data.get("joint")
     if not isinstance(joints_raw, list) or not joints_raw:
@@ -146,107 +166,200 @@ def parse_config(data: dict[str, Any], source: str = "<dict>") -> HardwareConfig
     if len(set(ids)) != len(ids):
         raise ConfigError(f"{source}: servo ids must be distinct, got {ids}")
     n = len(joints)
-    bus_t, ft_t, imu_t, rec_t = (r.table(k) for k in ("bus", "ft_sensor", "imu", "reconnect"))
+    bus_t, ft_t, imu_t, rec_t, start_t = (
+        r.table(k) for k in ("bus", "ft_sensor", "imu", "reconnect", "startup")
+    )
     mode = r.get(robot, "robot.control_mode", str, "servo")
     if mode not in CONTROL_MODES:
         raise ConfigError(
             f"{source}: robot.control_mode must be one of {CONTROL_MODES}, got {mode!r}"
         )
-    watchdog = r.get(robot, "robot.watchdog_s", float, 0.5)
+    period = r.number(robot, "robot.control_period_s", float, (1e-4, 1.0, "s"), 0.004)
+    watchdog = r.number(
+        robot, "robot.watchdog_s", float, (0.0, 60.0, "s, 0 disables"), 0.5, closed=True
+    )
+    if 0 < watchdog < period:
+        raise ConfigError(
+            f"{source}: robot.watchdog_s must be 0 (off) or at least robot.control_period_s "
+            f"({period} s), got {watchdog}"
+        )
     sinc = r.get(ft_t, "ft_sensor.sinc_length", int, 256)
     if not bota.SINC_MIN <= sinc <= bota.SINC_MAX:
         raise ConfigError(
             f"{source}: ft_sensor.sinc_length must be {bota.SINC_MIN}..{bota.SINC_MAX}, got {sinc}"
-        )
-    ft_baud = r.get(ft_t, "ft_sensor.baudrate", int, 460800)
-    if ft_baud not in bota.BAUD_CODES:
-        raise ConfigError(
-            f"{source}: ft_sensor.baudrate must be one of {sorted(bota.BAUD_CODES)}, got {ft_baud}"
         )
     imu_rate = r.get(imu_t, "imu.rate_hz", float, 200.0)
     if imu_rate not in witmotion.RATE_CODES.values():
         raise ConfigError(
             f"{source}: imu.rate_hz must be one of {sorted(witmotion.RATE_CODES.values())}, got {imu_rate}"
         )
-    return HardwareConfig(
+    backoff = r.number(rec_t, "reconnect.backoff_initial_s", float, (0.0, 60.0, "s"), 0.05)
+    startup_backoff = r.number(start_t, "startup.backoff_initial_s", float, (0.0, 10.0, "s"), 0.05)
+    config = HardwareConfig(
         joints=joints,
         bus=BusConfig(
             port=r.get(bus_t, "bus.port", str),
-            baudrate=r.positive(bus_t, "bus.baudrate", int, 1_000_000),
-            reply_timeout_s=r.positive(bus_t, "bus.reply_timeout_s", float, 0.02),
-            return_delay_time_us=r.get(bus_t, "bus.return_delay_time_us", int, 0),
-            servo_loop_period_s=r.positive(bus_t, "bus.servo_loop_period_s", float, 0.001),
-            current_unit_a=r.positive(bus_t, "bus.current_unit_a", float, Units.CURRENT_A),
+            baudrate=r.choice(bus_t, "bus.baudrate", dxl_table.BAUD_CODES.values(), 1_000_000),
+            reply_timeout_s=r.number(bus_t, "bus.reply_timeout_s", float, (0.0, 1.0, "s"), 0.02),
+            return_delay_time_us=r.number(
+                bus_t, "bus.return_delay_time_us", int, (0, 508, "us"), 0
+            ),
+            servo_loop_period_s=r.number(
+                bus_t, "bus.servo_loop_period_s", float, (0.0, 0.1, "s"), 0.001
+            ),
+            current_unit_a=r.number(
+                bus_t, "bus.current_unit_a", float, (0.0, 0.1, "A"), Units.CURRENT_A
+            ),
+            attempts=r.number(bus_t, "bus.attempts", int, (1, 20, "tries"), 4),
         ),
         ft=FtConfig(
             port=r.get(ft_t, "ft_sensor.port", str, ""),
             enabled=r.get(ft_t, "ft_sensor.enabled", bool, True),
-            baudrate=ft_baud,
+            baudrate=r.choice(ft_t, "ft_sensor.baudrate", bota.BAUD_CODES, 460800),
             sinc_length=sinc,
-            boot_timeout_s=r.positive(ft_t, "ft_sensor.boot_timeout_s", float, 3.0),
-            ack_timeout_s=r.positive(ft_t, "ft_sensor.ack_timeout_s", float, 0.5),
-            activation_timeout_s=r.positive(ft_t, "ft_sensor.activation_timeout_s", float, 1.0),
+            boot_timeout_s=r.number(ft_t, "ft_sensor.boot_timeout_s", float, _TIMEOUT, 3.0),
+            ack_timeout_s=r.number(ft_t, "ft_sensor.ack_timeout_s", float, _TIMEOUT, 0.5),
+            activation_timeout_s=r.number(
+                ft_t, "ft_sensor.activation_timeout_s", float, _TIMEOUT, 1.0
+            ),
             read_metadata=r.get(ft_t, "ft_sensor.read_metadata", bool, True),
         ),
         imu=ImuConfig(
             port=r.get(imu_t, "imu.port", str, ""),
             enabled=r.get(imu_t, "imu.enabled", bool, True),
-            baudrate=r.positive(imu_t, "imu.baudrate", int, 115200),
+            baudrate=r.choice(imu_t, "imu.baudrate", witmotion.BAUD_CODES.values(), 115200),
             rate_hz=imu_rate,
             configure=r.get(imu_t, "imu.configure", bool, True),
-            first_sample_timeout_s=r.positive(imu_t, "imu.first_sample_timeout_s", float, 1.0),
+            first_sample_timeout_s=r.number(
+                imu_t, "imu.first_sample_timeout_s", float, _TIMEOUT, 1.0
+            ),
         ),
         reconnect=ReconnectConfig(
-            backoff_initial_s=r.positive(rec_t, "reconnect.backoff_initial_s", float, 0.05),
-            backoff_max_s=r.positive(rec_t, "reconnect.backoff_max_s", float, 2.0),
+            backoff_initial_s=backoff,
+            backoff_max_s=r.number(
+                rec_t, "reconnect.backoff_max_s", float, (backoff, 600.0, "s"), 2.0, closed=True
+            ),
         ),
-        control_period_s=r.positive(robot, "robot.control_period_s", float, 0.004),
+        startup=StartupConfig(
+            attempts=r.number(start_t, "startup.attempts", int, (1, 20, "tries"), 4),
+            backoff_initial_s=startup_backoff,
+            backoff_max_s=r.number(
+                start_t,
+                "startup.backoff_max_s",
+                float,
+                (startup_backoff, 60.0, "s"),
+                1.0,
+                closed=True,
+            ),
+        ),
+        control_period_s=period,
         control_mode=mode,
         watchdog_s=None if watchdog == 0 else watchdog,
-        stale_after_s=r.positive(robot, "robot.stale_after_s", float, 0.05),
+        stale_after_s=r.number(
+            robot, "robot.stale_after_s", float, (period, 10.0, "s"), 0.05, closed=True
+        ),
+        stale_fault_cycles=r.number(
+            robot, "robot.stale_fault_cycles", int, (1, 1000, "control periods"), 3
+        ),
+        rate_warning_fraction=r.number(
+            robot,
+            "robot.rate_warning_fraction",
+            float,
+            (0.0, 1.0, "of the rate, 0 never"),
+            0.9,
+            closed=True,
+        ),
         hold_kp=r.vector(robot, "robot.hold_kp", n),
         hold_kd=r.vector(robot, "robot.hold_kd", n),
         hold_gravity_compensation=r.get(robot, "robot.hold_gravity_compensation", bool, True),
         source=source,
     )
+    r.refuse_unknown()
+    return config
+
+
+_TIMEOUT = (0.0, 60.0, "s")
+_CURRENT_LIMIT_MAX = (
+    2047  # the widest Current Limit range of the X series (XH540; docs/protocols/dynamixel.md)
+)
+_MAX_GAIN_SI = 1e5  # N m/rad or N m s/rad: far above any servo's reach
 
 
 def _joint(r: _Reader, j: Any, k: int) -> JointConfig:
     if not isinstance(j, dict):
         raise ConfigError(f"{r.source}: joint[{k}] must be a table")
+    r.track(j, f"[[joint]] {k}")
     key = f"joint[{k}]"
-    pid = r.get(j, f"{key}.id", int)
-    if not 0 <= pid <= MAX_ID:
-        raise ConfigError(f"{r.source}: {key}.id must be 0..{MAX_ID}, got {pid}")
     direction = r.get(j, f"{key}.direction", int, 1)
     if direction not in (-1, 1):
         raise ConfigError(f"{r.source}: {key}.direction must be 1 or -1, got {direction}")
     return JointConfig(
         name=r.get(j, f"{key}.name", str),
-        id=pid,
-        model_number=r.get(j, f"{key}.model_number", int, 1020),
-        zero_offset_ticks=r.get(j, f"{key}.zero_offset_ticks", float, Units.CENTER_TICKS),
+        id=r.number(j, f"{key}.id", int, (0, MAX_ID, "servo id")),
+        model_number=r.number(j, f"{key}.model_number", int, (0, 65535, "model number"), 1020),
+        zero_offset_ticks=r.number(
+            j,
+            f"{key}.zero_offset_ticks",
+            float,
+            (-Units.EXTENDED_POSITION_LIMIT, Units.EXTENDED_POSITION_LIMIT, "ticks"),
+            Units.CENTER_TICKS,
+        ),
         direction=direction,
-        ticks_per_rad=r.positive(j, f"{key}.ticks_per_rad", float),
-        torque_constant_nm_per_a=r.positive(j, f"{key}.torque_constant_nm_per_a", float),
-        current_limit=r.positive(j, f"{key}.current_limit", int, 1193),
+        ticks_per_rad=r.number(j, f"{key}.ticks_per_rad", float, (0.0, 1e6, "ticks/rad")),
+        torque_constant_nm_per_a=r.number(
+            j, f"{key}.torque_constant_nm_per_a", float, (0.0, 1000.0, "N m/A")
+        ),
+        current_limit=r.number(
+            j, f"{key}.current_limit", int, (1, _CURRENT_LIMIT_MAX, "2.69 mA units"), 1193
+        ),
     )
 
 
 class _Reader:
+    """Typed access to the parsed tables that remembers every key asked for, so that the keys
+    nobody asked for can be refused (``refuse_unknown``)."""
+
     _MISSING = object()
 
     def __init__(self, data: dict[str, Any], source: str) -> None:
         self.data, self.source = data, source
+        self._tables: dict[int, tuple[dict[str, Any], str, set[str]]] = {}
+
+    def known_tables(self, names: tuple[str, ...]) -> None:
+        unknown = [k for k in self.data if k not in names]
+        if unknown:
+            raise ConfigError(
+                f"{self.source}: unknown table [{unknown[0]}]{_hint(unknown[0], names)}; "
+                f"expected one of {', '.join(names)}"
+            )
+
+    def track(self, table: dict[str, Any], section: str) -> None:
+        self._tables.setdefault(id(table), (table, section, set()))
 
     def table(self, name: str) -> dict[str, Any]:
         t = self.data.get(name, {})
         if not isinstance(t, dict):
             raise ConfigError(f"{self.source}: [{name}] must be a table")
+        self.track(t, f"[{name}]")
         return t
+
+    def _asked(self, table: dict[str, Any], leaf: str) -> None:
+        entry = self._tables.get(id(table))
+        if entry is not None:
+            entry[2].add(leaf)
+
+    def refuse_unknown(self) -> None:
+        for table, section, known in self._tables.values():
+            for key in table:
+                if key not in known:
+                    raise ConfigError(
+                        f"{self.source}: unknown key {key!r} in {section}"
+                        f"{_hint(key, sorted(known))}; known keys: {', '.join(sorted(known))}"
+                    )
 
     def get(self, table: dict[str, Any], key: str, kind: type, default: Any = _MISSING) -> Any:
         leaf = key.rsplit(".", 1)[-1]
+        self._asked(table, leaf)
         if leaf not in table:
             if default is self._MISSING:
                 raise ConfigError(f"{self.source}: missing key {key} ({kind.__name__})")
@@ -260,20 +373,59 @@ class _Reader:
             raise ConfigError(f"{self.source}: {key} must be finite, got {value!r}")
         return value
 
-    def positive(self, table: dict[str, Any], key: str, kind: type, default: Any = _MISSING) -> Any:
+    def number(
+        self,
+        table: dict[str, Any],
+        key: str,
+        kind: type,
+        bounds: tuple[float, float, str],
+        default: Any = _MISSING,
+        *,
+        closed: bool = False,
+    ) -> Any:
+        """A number within ``bounds`` (low, high, unit), both inclusive, except that a float
+        bounded below by 0 must be positive unless ``closed``."""
         value = self.get(table, key, kind, default)
-        if value <= 0:
-            raise ConfigError(f"{self.source}: {key} must be > 0, got {value!r}")
+        lo, hi, unit = bounds
+        open_lo = kind is float and lo == 0 and not closed
+        if not ((lo < value) if open_lo else (lo <= value)) or value > hi:
+            interval = f"{'(' if open_lo else '['}{lo:g}, {hi:g}]"
+            raise ConfigError(
+                f"{self.source}: {key} must be a {kind.__name__} in {interval} ({unit}), got {value!r}"
+            )
+        return value
+
+    def choice(self, table: dict[str, Any], key: str, allowed, default: Any) -> int:
+        value = self.get(table, key, int, default)
+        if value not in allowed:
+            raise ConfigError(f"{self.source}: {key} must be one of {sorted(allowed)}, got {value}")
         return value
 
     def vector(self, table: dict[str, Any], key: str, n: int) -> tuple[float, ...]:
         leaf = key.rsplit(".", 1)[-1]
+        self._asked(table, leaf)
         if leaf not in table:
-            return HardwareConfig.__dataclass_fields__[key.split(".")[-1]].default
+            return HardwareConfig.__dataclass_fields__[leaf].default
         value = table[leaf]
-        arr = np.asarray(value, dtype=float) if isinstance(value, list) else None
-        if arr is None or arr.shape != (n,) or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        arr = None
+        if isinstance(value, list) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+        ):
+            arr = np.asarray(value, dtype=float)
+        if (
+            arr is None
+            or arr.shape != (n,)
+            or not np.all(np.isfinite(arr))
+            or np.any(arr < 0)
+            or np.any(arr > _MAX_GAIN_SI)
+        ):
             raise ConfigError(
-                f"{self.source}: {key} must be a list of {n} numbers >= 0, got {value!r}"
+                f"{self.source}: {key} must be a list of {n} numbers in [0, {_MAX_GAIN_SI:g}], "
+                f"got {value!r}"
             )
         return tuple(float(v) for v in arr)
+
+
+def _hint(word: str, candidates) -> str:
+    close = difflib.get_close_matches(word, list(candidates), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

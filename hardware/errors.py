@@ -53,3 +53,22 @@ class ProtocolError(HardwareError, ValueError):
 
 class ConfigError(InvalidArgumentError):
     """The hardware TOML configuration is missing a key or holds a wrong value."""
+
+
+class StartupError(TransportError):
+    """A device could not be opened and set up within its bounded retries; the message names the
+    device, its port and the last error."""
+
+
+class ParkError(DeviceStatusError):
+    """``close()`` could not leave every servo in the safe state (torque on, current-based
+    position mode); ``states`` maps each servo id to its read-back ``ServoState`` (the message
+    names them all). The ports are closed all the same."""
+
+    def __init__(self, message: str, states: dict | None = None) -> None:
+        super().__init__(message, device="servo_bus")
+        self.states = dict(states or {})
+
+
+class ControlRateWarning(RuntimeWarning):
+    """The control loop runs below its configured rate (``SerialRobot.diagnostics()``)."""

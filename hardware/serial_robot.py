@@ -6,33 +6,55 @@ the ``ft_device``) and the WitMotion IMU, each with its reader thread and reconn
 currents from the robot law and the last reading), a real-time wait to the next period, then one
 sync read of present current, velocity and position.
 
-Safety: the same ``CommandWatchdog`` as the sim (no command for ``watchdog_s``: hold the measured
-position, ``Health.WATCHDOG``); a port that disappears sets ``Health.DISCONNECTED`` from its reader
-thread (event in ``health_events``), the arm holds, and ``write`` raises ``DisconnectedError`` until
-the link has reconnected (back-off) and re-initialised; a servo's hardware error (the alert bit)
-sets ``Health.FAULT``, stops motion (hold) and ``write`` raises ``DeviceFaultError`` until
-``clear_fault()``. Holds carry gravity torques from the URDF inertials as ``tau_ff``.
+Safety (``docs/faults/serial.md`` has the table): the same ``CommandWatchdog`` as the sim (no
+command for ``watchdog_s``: hold the measured position, ``Health.WATCHDOG``); a port that
+disappears sets ``Health.DISCONNECTED`` from its reader thread (event in ``health_events``), the
+arm holds, and ``write`` raises ``DisconnectedError`` until the link has reconnected (back-off) and
+re-initialised; a servo's hardware error (the alert bit) sets ``Health.FAULT``, stops motion
+(hold) and ``write`` raises ``DeviceFaultError`` until ``clear_fault()``. Holds carry gravity
+torques from the URDF inertials as ``tau_ff``.
+
+Stale readings: a cycle whose joint read failed leaves the reading one period old, so the next
+current-mode cycle sends only the command's ``tau_ff`` (nothing computed from that reading);
+``stale_fault_cycles`` failed reads in a row latch ``FAULT | JOINTS_STALE``: the servos hold the
+last good reading servo-side (``ArmBus.position_hold``, torque on), commands are refused, the bus
+is probed every ``PROBE_INTERVAL_S`` (so a cycle lasts a period, not a reply timeout), and
+``clear_fault()`` resumes once readings are back. ``close()`` parks with the same verified hold
+and raises ``ParkError`` naming each servo's final torque and mode if it could not. Start-up opens
+each device with bounded retries (``[startup]``), then raises ``StartupError`` naming it and its
+port. ``diagnostics()`` gives the achieved rate; below ``rate_warning_fraction`` of the configured
+rate a ``ControlRateWarning`` is issued once.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-from twin.hardware.arm_bus import ArmBus, JointReading
-from twin.hardware.clock import MonotonicClock
+from twin.hardware.arm_bus import (
+    BUS_FAILURES,
+    ArmBus,
+    JointReading,
+    ServoState,
+    ServoTargets,
+    retried,
+)
+from twin.hardware.clock import MonotonicClock, RateMonitor
 from twin.hardware.config import HardwareConfig, load_config
 from twin.hardware.drivers.bota_sensor import BotaSensor
 from twin.hardware.drivers.dynamixel_bus import DynamixelBus
 from twin.hardware.drivers.witmotion_imu import WitmotionImu
 from twin.hardware.errors import (
     ConfigError,
+    ControlRateWarning,
     DeviceFaultError,
-    DeviceStatusError,
     DisconnectedError,
+    ParkError,
+    StartupError,
     TransportError,
 )
 from twin.hardware.protocols.dynamixel_table import HardwareError
@@ -41,6 +63,7 @@ from twin.hardware.transport import LinkEvent
 from twin.kinematics.gravity import gravity_torques
 from twin.robot import (
     CommandWatchdog,
+    ControlDiagnostics,
     FtSensorDevice,
     FtStatus,
     Health,
@@ -67,7 +90,22 @@ class RobotStats:
     cycles: int = 0
     overruns: int = 0  # periods missed because a cycle took longer than the period
     bus_errors: int = 0  # cycles whose goals or reading failed (timeouts, status errors)
+    failed_reads: int = 0  # cycles whose joint reading failed (the reading stayed as it was)
+    feedforward_only: int = 0  # current-mode cycles that sent tau_ff only (stale reading)
     last_errors: list[str] = field(default_factory=list)
+
+
+PROBE_INTERVAL_S = 0.1  # while the stale fault holds: one read attempt per this much time
+RATE_WINDOW_S = 1.0  # the achieved rate is checked against the configured one over this window
+
+
+@dataclass
+class StaleFault:
+    """The latched stale-readings fault: why, and whether readings have come back since."""
+
+    detail: str
+    readings_back: bool = False
+    hold: dict[int, ServoState] = field(default_factory=dict)  # read back after the safe hold
 
 
 class SerialRobot(Robot):
@@ -109,6 +147,15 @@ class SerialRobot(Robot):
         n = model.n_joints
         self._reading = JointReading(np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n, bool))
         self._joint_t_us: int | None = None
+        self._fresh = False  # the reading comes from the latest bus cycle
+        self._failed_in_row = 0
+        self._stale: StaleFault | None = None
+        self._probe_every = max(1, round(PROBE_INTERVAL_S / self.control_period_s))
+        self._rate = RateMonitor(
+            self.control_period_s, self.config.rate_warning_fraction, RATE_WINDOW_S
+        )
+        self._rate_warned = False
+        self.park_report: dict[int, ServoState] | None = None
         self._closed = False
         cfg = self.config
         self.bus = DynamixelBus(
@@ -143,14 +190,35 @@ class SerialRobot(Robot):
                 reconnect=cfg.reconnect,
                 clock=self._clock,
             )
+        self._deadline_us: int | None = None  # the schedule starts at the first step
         try:
             for dev in self._devices():
                 dev.link.listeners.append(self._on_link_event)
-                dev.open()
+                self._open(dev)
         except Exception:
-            self.close()
+            self._close_ports()
+            self._closed = True
             raise
-        self._deadline_us: int | None = None  # the schedule starts at the first step
+
+    def _open(self, dev) -> None:
+        """Open ``dev`` with bounded retries and back-off (``[startup]``); ``StartupError`` names
+        the device and port after the last attempt."""
+        cfg = self.config.startup
+        delay = cfg.backoff_initial_s
+        for k in range(cfg.attempts):
+            try:
+                dev.open()
+                return
+            except TransportError as e:
+                last = e
+            if k + 1 < cfg.attempts:
+                time.sleep(delay)
+                delay = min(2.0 * delay, cfg.backoff_max_s)
+        raise StartupError(
+            f"{dev.link.name} on {dev.link.port}: could not be opened and set up in "
+            f"{cfg.attempts} attempts (startup.attempts, back-off from "
+            f"{cfg.backoff_initial_s} s); last error: {last}"
+        ) from last
 
     def _devices(self):
         return [d for d in (self.bus, self.ft, self.imu) if d is not None]
@@ -182,6 +250,12 @@ class SerialRobot(Robot):
         return self._cmd
 
     @property
+    def stale_fault(self) -> StaleFault | None:
+        """The latched stale-readings fault (why, whether readings are back, the safe hold's
+        read-back per servo), or None."""
+        return self._stale
+
+    @property
     def faults(self) -> dict[int, HardwareError]:
         """Latched servo hardware errors by id (empty when healthy)."""
         return dict(self._faults)
@@ -193,15 +267,30 @@ class SerialRobot(Robot):
             hold = replace(hold, tau_ff=gravity_torques(self.model, q))
         return hold.validated(self.model.joint_names, self._effort)
 
+    def _safe_targets(self, q: np.ndarray) -> ServoTargets:
+        """Servo-side registers holding ``q`` (6,) rad with the configured hold gains (gravity
+        torques folded in where the joint has a P gain): the park and stale-fault hold."""
+        kp, kd = self._hold_kp, self._hold_kd
+        tau = gravity_torques(self.model, q) if self.config.hold_gravity_compensation else 0.0
+        cmd = JointCommand(
+            q_des=np.array(q, float), tau_ff=np.where(kp > 0, tau, 0.0), kp=kp, kd=kd
+        )
+        return self.arm.servo_targets(cmd.validated(self.model.joint_names, self._effort))
+
     def _init_servos(self, bus: DynamixelBus) -> None:
-        """Run at every (re)connection of the bus: set up the servos and hold where they are."""
+        """Run at every (re)connection of the bus: set up the servos and hold where they are
+        (servo-side, if the stale fault is latched)."""
         reading, errors = self.arm.initialise(lambda r: self._hold(r.q))
         with self._lock:
             self._set_reading(reading)
+            self._fresh, self._failed_in_row = True, 0
             self._cmd = self._hold(reading.q)
             self._targets = self.arm.servo_targets(self._cmd) if self.arm.mode == "servo" else None
             if errors:
                 self._latch_fault(errors)
+            stale = self._stale
+        if stale is not None:
+            stale.hold = self.arm.position_hold(self._safe_targets(reading.q))
 
     def _latch_fault(self, errors: dict[int, HardwareError]) -> None:
         new = {pid: e for pid, e in errors.items() if self._faults.get(pid) != e}
@@ -224,6 +313,10 @@ class SerialRobot(Robot):
                 health |= Health.WATCHDOG
             if self._joint_t_us is None or now - self._joint_t_us > self._stale_us:
                 health |= Health.JOINTS_STALE
+            if self._stale is not None:
+                health |= Health.FAULT
+                if not self._stale.readings_back:
+                    health |= Health.JOINTS_STALE
             wrench = imu = None
             if self.ft is not None:
                 latest = self.ft.latest
@@ -263,6 +356,13 @@ class SerialRobot(Robot):
                     "clear_fault()",
                     device="servo_bus",
                 )
+            if self._stale is not None:
+                raise DeviceFaultError(
+                    f"command refused: joint readings stale ({self._stale.detail}); the servos "
+                    "hold the last good reading servo-side until the readings are back "
+                    "(JOINTS_STALE clear) and clear_fault() is called",
+                    device="servo_bus",
+                )
             targets = self.arm.servo_targets(command) if self.arm.mode == "servo" else None
             self._cmd, self._targets = command, targets
             self._watchdog_hold = self._hold_pending = False
@@ -274,8 +374,15 @@ class SerialRobot(Robot):
             if self._closed:
                 raise DisconnectedError("this SerialRobot is closed; create a new one")
             now = self._clock.now_us()
-            if self._hold_pending or (
-                not self._watchdog_hold and self._cmd is not None and self._watchdog.expired(now)
+            self._rate.start(now)
+            stale = self._stale
+            if stale is None and (
+                self._hold_pending
+                or (
+                    not self._watchdog_hold
+                    and self._cmd is not None
+                    and self._watchdog.expired(now)
+                )
             ):
                 if not self._hold_pending:
                     self._watchdog_hold = True
@@ -287,29 +394,111 @@ class SerialRobot(Robot):
                 self._targets = (
                     self.arm.servo_targets(self._cmd) if self.arm.mode == "servo" else None
                 )
-            cmd, targets, reading = self._cmd, self._targets, self._reading
-        if self.bus.ready and cmd is not None:
+            cmd, targets, reading, fresh = self._cmd, self._targets, self._reading, self._fresh
+        if self.bus.ready and cmd is not None and stale is None:
             try:
                 if targets is not None:
                     self.arm.send_servo(targets)
                 else:
-                    self.arm.send_current(
-                        self.arm.current_for(joint_torque(cmd, reading.q, reading.qd, self._effort))
-                    )
-            except (TransportError, DeviceStatusError) as e:
+                    self.arm.send_current(self.arm.current_for(self._torque(cmd, reading, fresh)))
+            except BUS_FAILURES as e:
                 self._bus_error(e)
         self._wait_period()
-        if self.bus.ready:
+        probe = stale is None or stale.readings_back or self.stats.cycles % self._probe_every == 0
+        if self.bus.ready and probe:
             try:
                 reading = self.arm.read_state()
-            except (TransportError, DeviceStatusError) as e:
+            except BUS_FAILURES as e:
                 self._bus_error(e)
+                self._read_failed(e)
             else:
-                with self._lock:
-                    self._set_reading(reading)
-                if reading.alert.any() and not self._faults:
-                    self._on_alert()
+                self._read_ok(reading)
         self.stats.cycles += 1
+        self._account_cycle()
+
+    def _torque(self, cmd: JointCommand, reading: JointReading, fresh: bool) -> np.ndarray:
+        """(6,) N m to send in current mode: the law on a reading from the latest cycle, else the
+        command's ``tau_ff`` alone (a current from an older reading is never sent)."""
+        if fresh:
+            return joint_torque(cmd, reading.q, reading.qd, self._effort)
+        self.stats.feedforward_only += 1
+        return np.clip(cmd.tau_ff, -self._effort, self._effort)
+
+    def _read_ok(self, reading: JointReading) -> None:
+        with self._lock:
+            self._set_reading(reading)
+            self._fresh, self._failed_in_row = True, 0
+            stale = self._stale
+            if stale is not None and not stale.readings_back:
+                stale.readings_back = True
+                self._event(
+                    Health.JOINTS_STALE, False, "joint readings are back; clear_fault() resumes"
+                )
+        if reading.alert.any() and not self._faults:
+            self._on_alert()
+
+    def _read_failed(self, e: Exception) -> None:
+        with self._lock:
+            self.stats.failed_reads += 1
+            self._fresh = False
+            self._failed_in_row += 1
+            n = self._failed_in_row
+            if self._stale is not None:
+                if self._stale.readings_back:
+                    self._stale.readings_back = False
+                    self._event(Health.JOINTS_STALE, True, f"joint readings lost again: {e}")
+                return
+            if n < self.config.stale_fault_cycles:
+                return
+            self._stale = StaleFault(
+                f"{n} joint reads in a row failed, last: {type(e).__name__}: {e}"
+            )
+            q = self._reading.q
+            self._cmd = self._hold(q)
+        self._enter_safe_hold(q)
+
+    def _enter_safe_hold(self, q: np.ndarray) -> None:
+        """The servo-side hold of the stale fault, at the last good reading ``q`` (6,) rad."""
+        stale = self._stale
+        try:
+            stale.hold = self.arm.position_hold(self._safe_targets(q))
+            unsafe = {pid: st for pid, st in stale.hold.items() if not st.safe}
+            how = "servos hold servo-side" + (
+                "; not verified: " + _servo_list(unsafe) if unsafe else " (read back)"
+            )
+        except BUS_FAILURES as err:
+            how = f"the safe hold could not be written: {err}"
+        self._event(Health.FAULT | Health.JOINTS_STALE, True, f"{stale.detail}; {how}")
+
+    def _account_cycle(self) -> None:
+        """Rate bookkeeping at the end of a step; the once-only ``ControlRateWarning``."""
+        slow = self._rate.end(self._clock.now_us())
+        if slow is None or self._rate_warned:
+            return
+        self._rate_warned = True
+        rate, span_s = slow
+        warnings.warn(
+            ControlRateWarning(
+                f"SerialRobot ran at {rate:.0f} Hz over the last {span_s:.1f} s, below "
+                f"{self.config.rate_warning_fraction:.0%} of its configured "
+                f"{1.0 / self.control_period_s:.0f} Hz (robot.control_period_s = "
+                f"{self.control_period_s} s; {self.stats.overruns} overruns, "
+                f"{self.stats.failed_reads} failed reads so far; see diagnostics())"
+            ),
+            stacklevel=3,
+        )
+
+    def diagnostics(self) -> ControlDiagnostics:
+        """The achieved rate over the robot's clock (wall time, or a shared ``ManualClock``)."""
+        r = self._rate
+        return ControlDiagnostics(
+            self.control_period_s,
+            self.stats.cycles,
+            self.stats.overruns,
+            r.achieved_rate_hz,
+            self.stats.failed_reads,
+            r.worst_cycle_s,
+        )
 
     def _wait_period(self) -> None:
         """Sleep to the next period boundary. A cycle late by more than a period drops the missed
@@ -334,7 +523,7 @@ class SerialRobot(Robot):
     def _on_alert(self) -> None:
         try:
             errors = self.arm.hardware_errors()
-        except (TransportError, DeviceStatusError) as e:
+        except BUS_FAILURES as e:
             self._bus_error(e)
             errors = {}
         if not errors:  # the alert bit without a readable cause: still a fault
@@ -345,23 +534,43 @@ class SerialRobot(Robot):
             self._latch_fault(errors)
 
     def clear_fault(self, timeout_s: float = 2.0) -> bool:
-        """Reboot the faulted servos, set them up again and hold. Returns True if no hardware error
-        remains (False: still faulted, see ``faults``)."""
+        """Clear the latched faults and hold where the arm is. Servo hardware errors: reboot the
+        faulted servos and set them up again. Stale readings: only once a reading succeeds again;
+        the servos are set up again in the configured mode. Returns True if no fault remains
+        (False: still faulted, see ``faults`` and ``read().health``)."""
         with self._lock:
             faulted = list(self._faults)
-        if not faulted:
+            stale = self._stale
+        if not faulted and stale is None:
             return True
-        self.arm.reboot(faulted)
+        if stale is not None:
+            try:
+                retried(self.arm.read_state, self.config.bus.attempts)
+            except BUS_FAILURES:
+                return False  # readings are not back: the fault stays, the servos keep holding
+        if faulted:
+            self.arm.reboot(faulted)
+        with self._lock:
+            self._stale = None  # re-initialise in the configured mode, not into the hold
         deadline = time.monotonic() + timeout_s
         while True:
             try:
                 self._init_servos(self.bus)
                 break
-            except (TransportError, DeviceStatusError):
+            except BUS_FAILURES:
                 if time.monotonic() > deadline:
+                    if stale is not None:
+                        with self._lock:
+                            self._stale = stale
+                        self._enter_safe_hold(self._reading.q)
                     raise
                 time.sleep(0.05)
         with self._lock:
+            if stale is not None:
+                self._fresh, self._failed_in_row = True, 0
+                self._event(Health.FAULT, False, "stale readings cleared: readings are back")
+            if not faulted:
+                return True
             remaining = self.arm.hardware_errors()
             if not remaining:
                 self._faults.clear()
@@ -373,15 +582,44 @@ class SerialRobot(Robot):
         return self.ft
 
     def close(self) -> None:
-        """Park the servos (holding in current-based position mode), close every port. Safe to call twice."""
+        """Park the servos (holding in current-based position mode, torque on, every servo read
+        back), close every port. Raises ``ParkError`` naming each servo's final torque and mode
+        if the arm could not be left so (the ports are closed all the same; ``park_report``
+        keeps the states). Safe to call twice: the second call does nothing."""
         if self._closed:
             return
         self._closed = True
+        problem = ""
         try:
             if self.bus.ready:
-                self.arm.park()
-        except (TransportError, DeviceStatusError):
-            pass
+                try:
+                    q = retried(self.arm.read_state, self.config.bus.attempts).q
+                except BUS_FAILURES:
+                    q = self._reading.q  # hold the last good reading
+                self.park_report = self.arm.position_hold(self._safe_targets(q))
+            else:
+                problem = (
+                    f"the servo bus is {self.bus.link.state.value}: the servos were not parked"
+                )
+        except BUS_FAILURES as e:
+            problem = f"parking failed: {type(e).__name__}: {e}"
         finally:
-            for dev in self._devices():
-                dev.close()
+            self._close_ports()
+        report = self.park_report or {}
+        if problem or any(not st.safe for st in report.values()):
+            text = (
+                "SerialRobot.close(): the arm could not be left in its safe state (every servo "
+                f"torque on, current-based position mode): {problem or _servo_list(report)}"
+            )
+            if problem and report:
+                text += f"; {_servo_list(report)}"
+            self._event(Health.FAULT, True, text)
+            raise ParkError(text, report)
+
+    def _close_ports(self) -> None:
+        for dev in self._devices():
+            dev.close()
+
+
+def _servo_list(states: dict[int, ServoState]) -> str:
+    return ", ".join(f"servo {pid}: {st}" for pid, st in states.items())

@@ -274,13 +274,17 @@ class ControlDiagnostics:
     period_s: the configured control period, s. cycles: ``step()`` calls so far. overruns:
     periods missed because a cycle took longer than the period (always 0 in sim, where time is
     simulated). achieved_rate_hz: cycles per second of the backend's own clock (wall time on
-    hardware, simulated time in sim).
+    hardware, simulated time in sim), from the start of the first ``step()`` to the end of the
+    last. failed_reads: cycles whose joint reading failed (always 0 in sim). worst_cycle_s: the
+    longest time between the ends of two consecutive ``step()`` calls, s (nan before two).
     """
 
     period_s: float
     cycles: int
     overruns: int
     achieved_rate_hz: float
+    failed_reads: int = 0
+    worst_cycle_s: float = math.nan
 
     @property
     def rate_hz(self) -> float:

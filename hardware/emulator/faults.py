@@ -1,12 +1,16 @@
-"""Fault injection on an emulated device's output: corrupt or drop bytes at a seeded rate, delay.
+"""Fault injection on an emulated device's output: corrupt or drop bytes at a seeded rate, delay,
+and drop whole frames of one sender (a servo that goes silent, or loses its next N replies).
 
 Applied per ``write`` of the emulator (one frame, packet or reply), so ``writes_affected`` counts
-the frames that left the device damaged: the number a driver must account for.
+the frames that left the device damaged: the number a driver must account for. Frame faults need
+a ``split`` function that cuts one write into ``(sender, frame)`` pieces (the servo chain's is
+``dynamixel_status_frames``); ``frames_dropped`` counts the frames they removed.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +24,31 @@ class FaultStats:
     bytes_dropped: int = 0
     writes: int = 0
     writes_affected: int = 0
+    frames_dropped: int = 0
+
+
+#: Cuts one write into ``(sender, frame)`` pieces, in order; ``sender`` is ``None`` for bytes that
+#: belong to no frame.
+FrameSplitter = Callable[[bytes], list[tuple[int | None, bytes]]]
+
+
+def dynamixel_status_frames(data: bytes) -> list[tuple[int | None, bytes]]:
+    """Protocol 2.0 packets of one write, keyed by servo id (``docs/protocols/dynamixel.md``:
+    header ``FF FF FD 00``, id, a 2-byte length counting the bytes after it)."""
+    out: list[tuple[int | None, bytes]] = []
+    i = 0
+    while i < len(data):
+        if data[i : i + 4] != _DXL_HEADER or len(data) < i + 7:
+            out.append((None, data[i:]))
+            break
+        end = i + 7 + (data[i + 5] | data[i + 6] << 8)
+        out.append((data[i + 4], data[i:end]))
+        i = end
+    return out
+
+
+_DXL_HEADER = b"\xff\xff\xfd\x00"
+_FOREVER = -1
 
 
 class FaultInjector:
@@ -27,11 +56,19 @@ class FaultInjector:
     ``corrupt_rate`` and dropped with probability ``drop_rate``; every write waits ``delay_s``."""
 
     def __init__(
-        self, seed: int = 0, corrupt_rate: float = 0.0, drop_rate: float = 0.0, delay_s: float = 0.0
+        self,
+        seed: int = 0,
+        corrupt_rate: float = 0.0,
+        drop_rate: float = 0.0,
+        delay_s: float = 0.0,
+        *,
+        split: FrameSplitter | None = None,
     ) -> None:
         self._rng = np.random.default_rng(seed)
         self._lock = threading.Lock()
         self.stats = FaultStats()
+        self._split = split
+        self._frame_drops: dict[int, int] = {}  # sender -> frames still to drop (-1: all)
         self.corrupt_rate = self.drop_rate = self.delay_s = 0.0
         self.set(corrupt_rate=corrupt_rate, drop_rate=drop_rate, delay_s=delay_s)
 
@@ -55,9 +92,59 @@ class FaultInjector:
                 raise InvalidArgumentError(f"delay_s must be in [0, 10) s, got {delay_s}")
             self.delay_s = float(delay_s)
 
+    def silence(self, sender: int) -> None:
+        """Drop every frame of ``sender`` (e.g. a servo id) until ``restore(sender)``."""
+        self._drop_frames(sender, _FOREVER)
+
+    def drop_next(self, sender: int, n: int) -> None:
+        """Drop the next ``n`` frames of ``sender``, then let its frames through again."""
+        if not (isinstance(n, int) and n >= 1):
+            raise InvalidArgumentError(f"drop_next needs a number of frames >= 1, got {n!r}")
+        self._drop_frames(sender, n)
+
+    def restore(self, sender: int) -> None:
+        """Let the frames of ``sender`` through again."""
+        with self._lock:
+            self._frame_drops.pop(sender, None)
+
+    def frames_pending_drop(self, sender: int) -> int:
+        """Frames of ``sender`` still to be dropped (-1: silenced)."""
+        return self._frame_drops.get(sender, 0)
+
+    def _drop_frames(self, sender: int, n: int) -> None:
+        if self._split is None:
+            raise InvalidArgumentError(
+                "frame faults need an injector built with split= (a frame splitter); this one "
+                "only damages bytes"
+            )
+        with self._lock:
+            self._frame_drops[sender] = n
+
     @property
     def active(self) -> bool:
-        return self.corrupt_rate > 0 or self.drop_rate > 0 or self.delay_s > 0
+        return (
+            self.corrupt_rate > 0
+            or self.drop_rate > 0
+            or self.delay_s > 0
+            or bool(self._frame_drops)
+        )
+
+    def _filter_frames(self, data: bytes) -> tuple[bytes, bool]:
+        """``data`` without the frames of the senders being dropped (lock held)."""
+        kept, dropped = [], False
+        for sender, frame in self._split(data):
+            left = self._frame_drops.get(sender, 0) if sender is not None else 0
+            if left:
+                dropped = True
+                self.stats.frames_dropped += 1
+                if left > 0:
+                    if left == 1:
+                        del self._frame_drops[sender]
+                    else:
+                        self._frame_drops[sender] = left - 1
+                continue
+            kept.append(frame)
+        return (b"".join(kept), True) if dropped else (data, False)
 
     def apply(self, data: bytes) -> tuple[bytes, bool]:
         """The bytes that leave the device for ``data``, and whether any was damaged (the delay is
@@ -66,8 +153,13 @@ class FaultInjector:
             s = self.stats
             s.writes += 1
             s.bytes_in += len(data)
+            framed = False
+            if self._frame_drops and data:
+                data, framed = self._filter_frames(data)
+                if framed:
+                    s.writes_affected += 1
             if not (self.corrupt_rate or self.drop_rate) or not data:
-                return data, False
+                return data, framed
             arr = np.frombuffer(data, np.uint8).copy()
             n = arr.size
             hit = self._rng.random(n) < self.corrupt_rate
@@ -78,6 +170,6 @@ class FaultInjector:
             d = int(drop.sum())
             s.bytes_corrupted += k
             s.bytes_dropped += d
-            if k or d:
+            if (k or d) and not framed:
                 s.writes_affected += 1
-            return (arr[~drop].tobytes() if d else arr.tobytes()), bool(k or d)
+            return (arr[~drop].tobytes() if d else arr.tobytes()), bool(k or d or framed)

@@ -17,7 +17,7 @@ from pathlib import Path
 from twin.hardware.clock import ManualClock, MonotonicClock
 from twin.hardware.config import HardwareConfig
 from twin.hardware.emulator.bota import BotaEmulator
-from twin.hardware.emulator.faults import FaultInjector
+from twin.hardware.emulator.faults import FaultInjector, dynamixel_status_frames
 from twin.hardware.emulator.servo_chain import ServoChainEmulator
 from twin.hardware.emulator.sources import PhysicsSource, RealTimeRunner
 from twin.hardware.emulator.witmotion import WitmotionEmulator
@@ -28,7 +28,9 @@ BUS, FT, IMU = "servo_bus", "ft_sensor", "imu"
 
 class EmulatorStack:
     """All emulated devices of ``config`` (module doc). ``faults`` maps a port name (``servo_bus``,
-    ``ft_sensor``, ``imu``) to its injector; every port gets one (inactive unless set)."""
+    ``ft_sensor``, ``imu``) to its injector; every port gets one (inactive unless set). The bus's
+    also drops the replies of one servo: ``faults[BUS].silence(id)``, ``.drop_next(id, n)``,
+    ``.restore(id)``."""
 
     def __init__(
         self,
@@ -46,7 +48,11 @@ class EmulatorStack:
         self.link_dir = (
             Path(tempfile.mkdtemp(prefix="twin-emu-")) if link_dir is None else Path(link_dir)
         )
-        self.faults = {name: FaultInjector(seed + k) for k, name in enumerate((BUS, FT, IMU))}
+        splitters = {BUS: dynamixel_status_frames}  # servo replies can be dropped per servo id
+        self.faults = {
+            name: FaultInjector(seed + k, split=splitters.get(name))
+            for k, name in enumerate((BUS, FT, IMU))
+        }
         self.runner = (
             None if isinstance(self.clock, ManualClock) else RealTimeRunner(source, self.clock)
         )

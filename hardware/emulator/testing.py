@@ -26,8 +26,11 @@ def wait_until(predicate: Callable[[], T], timeout_s: float, interval_s: float =
 
 def emulator_config(config=None, **robot_overrides):
     """``config`` (default: the shipped example) with timeouts suited to emulators on a busy
-    machine: generous reply timeouts and staleness, a short boot wait, fast reconnection.
-    ``robot_overrides`` replace top-level fields (e.g. ``control_mode="current"``)."""
+    machine: generous reply timeouts and staleness, a short boot wait, fast reconnection, and ten
+    failed joint reads in a row (not three) before the stale-readings fault, since a starved
+    emulator thread can miss a few reply timeouts in a row where a servo would not.
+    ``robot_overrides`` replace top-level fields (e.g. ``control_mode="current"``,
+    ``stale_fault_cycles=3`` to test the shipped fault threshold)."""
     from dataclasses import replace
 
     from twin.hardware.config import ReconnectConfig, load_config
@@ -39,5 +42,6 @@ def emulator_config(config=None, **robot_overrides):
         imu=replace(config.imu, first_sample_timeout_s=2.0),
         reconnect=ReconnectConfig(backoff_initial_s=0.02, backoff_max_s=0.2),
         stale_after_s=0.25,
+        stale_fault_cycles=10,
     )
     return replace(config, **{**fields, **robot_overrides})

@@ -1,0 +1,130 @@
+"""A verified park (issue 13, item 3): ``close()`` leaves every servo torque on in current-based
+position mode, read back, through lost status replies; when it cannot, it raises ``ParkError``
+naming each servo's final torque and mode, still closes the ports, and stays idempotent.
+Lock-step through the ideal emulators, faults through the emulators' fault injection."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from twin.hardware import ManualClock, ParkError, SerialRobot
+from twin.hardware.emulator import BUS, EmulatorStack, IdealSource
+from twin.hardware.emulator.testing import emulator_config
+from twin.hardware.protocols.dynamixel_table import HardwareError, OperatingMode, XTable
+from twin.hardware.transport import LinkState
+
+from twin.kinematics import ArmModel
+from twin.robot import Health, JointCommand
+
+MODEL = ArmModel.default()
+KP = np.array([120.0, 240.0, 120.0, 25.0, 25.0, 10.0]) / 4
+KD = np.array([6.0, 12.0, 4.0, 0.5, 0.5, 0.2]) / 4
+TARGET = np.array([0.2, -0.15, 0.1, 0.3, -0.2, 0.4])
+SAFE = (1, int(OperatingMode.CURRENT_BASED_POSITION))
+
+
+@pytest.fixture(params=["current", "servo"])
+def rig(request):
+    clock = ManualClock()
+    config = emulator_config(
+        control_mode=request.param, watchdog_s=None, hold_gravity_compensation=False
+    )
+    config = replace(
+        config,
+        bus=replace(config.bus, reply_timeout_s=0.05),
+        ft=replace(config.ft, enabled=False),
+        imu=replace(config.imu, enabled=False),
+    )
+    with EmulatorStack(
+        config, IdealSource(effort_limits=MODEL.effort_limits), clock=clock
+    ) as stack:
+        robot = SerialRobot(stack.robot_config(), model=MODEL, clock=clock)
+        try:
+            for _ in range(250):  # move to TARGET and settle (1 s)
+                robot.write(JointCommand(q_des=TARGET, kp=KP, kd=KD))
+                robot.step()
+            assert robot.read().health == Health.OK
+            yield robot, stack, clock
+        finally:
+            stack.faults[BUS].restore(2)
+            with contextlib.suppress(ParkError):  # the test that wanted it has checked it
+                robot.close()
+
+
+def _servo_states(stack) -> dict[int, tuple[int, int]]:
+    return {
+        pid: (s.get(XTable.TORQUE_ENABLE), s.get(XTable.OPERATING_MODE))
+        for pid, s in stack.servos.servos.items()
+    }
+
+
+def _holds_after_close(stack, clock, q0) -> float:
+    """Advance the physics 1 s with nobody on the bus; the largest joint excursion, rad."""
+    excursion = 0.0
+    for _ in range(100):
+        clock.advance(10_000)
+        stack.source.advance_to(clock.now_us())
+        excursion = max(excursion, float(np.max(np.abs(stack.source.joint_state()[0] - q0))))
+    return excursion
+
+
+@pytest.mark.parametrize("lost", [1, 2, 3])
+def test_close_after_lost_status_replies_leaves_torque_on_in_position_mode(rig, lost):
+    robot, stack, clock = rig
+    stack.faults[BUS].drop_next(2, lost)  # servo 2's next replies vanish on the wire
+    robot.close()  # no exception: verified
+    assert stack.faults[BUS].frames_pending_drop(2) == 0  # the faults did strike during close
+    assert _servo_states(stack) == dict.fromkeys(stack.servos.servos, SAFE)
+    assert all(st.safe for st in robot.park_report.values()) and len(robot.park_report) == 6
+    q0 = stack.source.joint_state()[0]
+    assert np.all(np.abs(q0 - TARGET) < 0.01)
+    assert _holds_after_close(stack, clock, q0) < 0.005  # holding servo-side, not limp
+    assert robot.bus.link.state is LinkState.CLOSED
+    robot.close()  # idempotent
+
+
+def test_a_servo_left_in_the_wrong_mode_is_set_up_again_and_read_back(rig):
+    robot, stack, _ = rig
+    servo = stack.servos.servos[5]
+    servo.set(XTable.TORQUE_ENABLE, 0)
+    servo.set(XTable.OPERATING_MODE, int(OperatingMode.VELOCITY))  # as another tool left it
+    robot.close()
+    assert _servo_states(stack) == dict.fromkeys(stack.servos.servos, SAFE)
+    assert robot.park_report[5].safe
+
+
+def test_close_with_a_silent_servo_raises_naming_every_servo(rig):
+    robot, stack, _ = rig
+    stack.faults[BUS].silence(2)
+    with pytest.raises(ParkError) as err:
+        robot.close()
+    text = str(err.value)
+    assert "servo 2: torque no reply, mode no reply" in text
+    for pid in (1, 3, 4, 5, 6):  # the others are named with their verified state
+        assert f"servo {pid}: torque on, mode CURRENT_BASED_POSITION (5)" in text
+    assert not err.value.states[2].safe and err.value.states[1].safe
+    assert robot.bus.link.state is LinkState.CLOSED  # the ports are closed all the same
+    assert any(e.flag == Health.FAULT and "servo 2" in e.detail for e in robot.health_events)
+    robot.close()  # idempotent: nothing more to say
+
+
+def test_close_with_a_hardware_error_names_the_servo_that_cannot_take_torque(rig):
+    robot, stack, _ = rig
+    stack.servos.inject_hardware_error(4, HardwareError.OVERHEATING)
+    with pytest.raises(ParkError, match=r"servo 4: torque off, mode CURRENT_BASED_POSITION"):
+        robot.close()
+
+
+def test_close_without_the_bus_says_the_arm_was_not_parked(rig):
+    robot, stack, _ = rig
+    stack.port(BUS).unplug()
+    with pytest.raises(
+        ParkError, match=r"servo bus is (lost|connecting): the servos were not parked"
+    ):
+        while robot.bus.ready:  # the reader thread notices the lost port
+            robot.step()
+        robot.close()
+    stack.port(BUS).replug()
