@@ -44,6 +44,7 @@ from twin.robot import FtSensorDevice, FtStatus, WrenchSample
 from twin.sensors.bota_commands import BAUD_BY_CODE as BAUD_CODES
 from twin.sensors.bota_commands import BotaCommandInterpreter, check_sinc
 from twin.sensors.bota_commands import BotaSettings as DeviceSettings
+from twin.sensors.device import MEASURING_RANGE
 from twin.spatial import quaternion
 
 ADC_CLOCK_HZ = 51200  # output rate = ADC_CLOCK_HZ / sinc_length (docs/protocols/bota-serial.md)
@@ -64,7 +65,7 @@ class FtSensorConfig:
     lowpass: bool = True
     noise_std: tuple[float, ...] = (0.0,) * 6
     bias: tuple[float, ...] = (0.0,) * 6
-    range: tuple[float, ...] = (200.0, 200.0, 400.0, 8.0, 8.0, 8.0)
+    range: tuple[float, ...] = MEASURING_RANGE
     temperature_c: float = 30.0
     warmup_rise_c: float = 0.0
     warmup_tau_s: float = 600.0
