@@ -47,6 +47,7 @@ from twin.robot import (
     JointCommand,
     Robot,
     RobotState,
+    WrenchBatch,
     hold_command,
     joint_torque,
 )
@@ -371,6 +372,10 @@ class SerialRobot(Robot):
     @property
     def ft_device(self) -> FtSensorDevice | None:
         return self.ft
+
+    def wrench_samples(self) -> WrenchBatch:
+        """Every F/T frame the Bota driver accepted since the previous call (its bounded queue)."""
+        return WrenchBatch(()) if self.ft is None else self.ft.take_samples()
 
     def close(self) -> None:
         """Park the servos (holding in current-based position mode), close every port. Safe to call twice."""

@@ -49,24 +49,13 @@ from twin.hardware.protocols import bota
 from twin.hardware.protocols.stream import ParserStats
 from twin.hardware.transport import LinkedDevice, LinkState, SerialLink
 
-from twin.robot import FtSensorDevice, FtStatus, WrenchSample
+from twin.robot import FtSensorDevice, FtStatus, WrenchBatch, WrenchSample
 from twin.sensors.device import MEASURING_RANGE
 
 _log = logging.getLogger(__name__)
 _TEXT_LIMIT = 16384
 _COMMAND_RETRIES = 3
 _CONFIG_COMMANDS = "cfbmslwp"
-
-
-@dataclass(frozen=True)
-class SampleBatch:
-    """What ``take_samples`` hands over: the accepted samples since the previous call, in order,
-    the samples that overflowed the queue meanwhile (``lost``) and those dropped as implausible
-    (``rejected``)."""
-
-    samples: tuple[WrenchSample, ...]
-    lost: int
-    rejected: int
 
 
 @dataclass(frozen=True)
@@ -188,7 +177,7 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
         """Frames the device clock shows missing between accepted frames."""
         return self._clock_check.lost
 
-    def take_samples(self) -> SampleBatch:
+    def take_samples(self) -> WrenchBatch:
         """Every accepted sample since the previous call (oldest first), with the counts of
         samples lost to queue overflow and rejected as implausible meanwhile."""
         with self._cond:
@@ -197,7 +186,7 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
             lost, self._queue_lost = self._queue_lost, 0
         rejected_total = self.checks.rejected_total
         rejected, self._rejected_taken = rejected_total - self._rejected_taken, rejected_total
-        return SampleBatch(samples, lost, rejected)
+        return WrenchBatch(samples, lost, rejected)
 
     def _frames(self, frames: list[bota.BotaFrame]) -> None:
         if not frames:

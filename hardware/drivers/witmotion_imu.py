@@ -5,7 +5,9 @@ registers are read back (``FF AA 27``, answered by a 0x5F packet) and must match
 sample must arrive within ``first_sample_timeout_s``. The baud rate is not changed (set it once
 and save). Each output cycle (one packet per enabled type, in type order) becomes one
 ``ImuSample`` when its last packet arrives; a cycle that misses a packet is counted in
-``incomplete_cycles`` and dropped.
+``incomplete_cycles`` and dropped. A complete cycle that passed its check sums but cannot be a
+measurement (``witmotion.implausibility``: temperature, quaternion norm) is dropped and counted
+by reason in ``checks``, never published.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 from twin.hardware.clock import MonotonicClock
 from twin.hardware.config import ReconnectConfig
+from twin.hardware.drivers.sample_checks import SampleChecks
 from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
@@ -65,6 +68,7 @@ class WitmotionImu(LinkedDevice):
         self.latest: ImuSample | None = None
         self.samples_received = 0
         self.incomplete_cycles = 0
+        self.checks = SampleChecks()
         self._cycle: dict[int, wit.Packet] = {}
         self._reply: wit.Packet | None = None
         self._cond = threading.Condition()
@@ -104,11 +108,17 @@ class WitmotionImu(LinkedDevice):
             self.incomplete_cycles += 1
             cycle.clear()
             return
-        force, _temperature = wit.accel_of(cycle[wit.PacketType.ACCEL])
+        force, temperature = wit.accel_of(cycle[wit.PacketType.ACCEL])
         rate = wit.gyro_of(cycle[wit.PacketType.GYRO])
-        orientation = None
+        orientation = q = None
         if wit.PacketType.QUATERNION in cycle:
             q = wit.quaternion_of(cycle[wit.PacketType.QUATERNION])
+        reason = wit.implausibility(temperature, q)
+        if reason is not None:
+            cycle.clear()
+            self.checks.reject(reason, self.clock.now_us())
+            return
+        if q is not None:
             if np.linalg.norm(q) > 0.5:
                 orientation = quaternion.canonicalize(q)
         elif wit.PacketType.ANGLE in cycle:
@@ -122,6 +132,7 @@ class WitmotionImu(LinkedDevice):
             orientation=orientation,
         )
         self.samples_received += 1
+        self.checks.accept()
 
     # ------------------------------------------------------------------ start-up
     def _wait(self, predicate, timeout_s: float, what: str):
