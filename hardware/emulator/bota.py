@@ -10,7 +10,7 @@ device clock. Nothing is streamed in configuration mode.
 
 Forged frames (``forge``): the next frames leave damaged but with a valid CRC, as about one in
 65,536 frames damaged on a real line does: reserved status bits set, a value of 2e36, a time
-stamp 2**31 us off, or a random body. ``frames_forged`` and ``forged_t_us`` record them.
+stamp seconds to hours off (a random offset per frame), or a random body. ``frames_forged`` and ``forged_t_us`` record them.
 """
 
 from __future__ import annotations
@@ -146,7 +146,8 @@ class BotaEmulator:
                 frame.status | 0x5A50, frame.wrench, frame.timestamp_us, frame.temperature_c
             )
         elif kind == "clock_jump":
-            ts = (frame.timestamp_us + (1 << 31)) % bota.TIMESTAMP_MODULUS
+            offset = int(rng.integers(1 << 24, bota.TIMESTAMP_MODULUS - (1 << 24)))
+            ts = (frame.timestamp_us + offset) % bota.TIMESTAMP_MODULUS
             frame = bota.BotaFrame(frame.status, frame.wrench, ts, frame.temperature_c)
         else:  # out_of_range: a float32 2e36 on one axis, as bit damage in an exponent makes
             body = bytearray(bota.encode_frame(frame)[1:35])
