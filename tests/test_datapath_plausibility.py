@@ -126,6 +126,8 @@ def _frame(**kw):
         (_frame(wrench=(0, 0, 3 * 400.0, 0, 0, 0)), None),  # the bound itself is plausible
         (_frame(wrench=(0, 0, 0, 0, 0, float("nan"))), "out of range"),
         (_frame(temperature_c=-1e20), "temperature"),
+        (_frame(status=int(FtStatus.RAW), wrench=(5e4, 0, 0, 0, 0, 0)), None),  # gauge values
+        (_frame(status=int(FtStatus.RAW), wrench=(float("inf"),) * 6), "out of range"),
     ],
 )
 def test_bota_frame_implausibility(frame, reason):

@@ -17,6 +17,7 @@ from twin.hardware.errors import InvalidArgumentError, ProtocolError
 from twin.hardware.protocols.crc import crc16_x25
 from twin.hardware.protocols.stream import FixedFrameParser
 
+from twin.robot import FtStatus
 from twin.sensors import bota_commands
 from twin.sensors.bota_commands import BAUD_BY_CODE
 from twin.sensors.bota_commands import BOOT_BANNER as BOOT_BANNER  # re-exported
@@ -149,11 +150,13 @@ def implausibility(
 
     measuring_range: (6,) N, N m per axis; a value beyond ``factor`` times it, a non-finite
     value, a reserved status bit or a temperature outside ``PLAUSIBLE_TEMPERATURE_C`` is refused.
+    A RAW frame (strain-gauge values, not forces) is only required to be finite.
     """
     if frame.status & ~DEFINED_STATUS_BITS:
         return "reserved status bits"
+    raw = frame.status & FtStatus.RAW
     for v, r in zip(frame.wrench, measuring_range):
-        if not abs(v) <= factor * r:  # also catches nan
+        if not (math.isfinite(v) if raw else abs(v) <= factor * r):  # abs(nan) <= x is False
             return "out of range"
     lo, hi = PLAUSIBLE_TEMPERATURE_C
     if not lo <= frame.temperature_c <= hi:
