@@ -167,6 +167,9 @@ def test_forged_bota_frames_are_dropped_counted_and_never_published(bota_rig, ki
     wait_until(lambda: ft.frames_received >= n + 10, 3.0)
     report = ft.checks.report()
     assert report.rejected == {reason: 3} and report.last_reason == reason
+    assert ft.checks.rejected_since(report.last_t_us) and not ft.checks.rejected_since(
+        report.last_t_us + 1
+    )
     readings = list(ft.history)[start - 1 :]
     stamps = np.array([r.device_t_us for r in readings])
     forged = set(emu.forged_t_us)

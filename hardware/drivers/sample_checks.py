@@ -75,6 +75,12 @@ class SampleChecks:
         with self._lock:
             return sum(self._rejected.values())
 
+    def rejected_since(self, t_us: int) -> bool:
+        """Whether a sample was rejected at or after host time ``t_us`` (for a health flag:
+        ``checks.rejected_since(now - stale_us)``)."""
+        with self._lock:
+            return self._last is not None and self._last[1] >= t_us
+
     def report(self) -> CheckReport:
         with self._lock:
             last = self._last
