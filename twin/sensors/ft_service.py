@@ -235,22 +235,23 @@ class FtSensorService:
         if state is None:
             state = self._robot.read()
         pose = self._world_T_sensor(state) if self._ports.needs_world else None
-        for sample in samples:
-            self._process(sample, pose)
-        return True
-
-    def _process(self, sample: WrenchSample, pose: np.ndarray | None) -> None:
-        t_us = sample.t_us
-        self._counter.advance(t_us)
-        self._processed += 1
-        published = self._condition(sample)
+        published = np.empty((len(samples), 6))
+        finite = []  # which samples had a value (a non-finite one is published without)
+        for row, sample in zip(published, samples):
+            self._counter.advance(sample.t_us)
+            wrench = self._condition(sample)
+            row[:] = np.nan if wrench is None else wrench
+            finite.append(wrench is not None)
+        self._processed += len(samples)
+        last = samples[-1]
         cov = self._cov if self._publish_cov else None
-        states = self._ports.publish(
-            t_us, sample.status, published, None if published is None else pose, cov
-        )
-        if published is not None:
-            for log in self._logs:
-                log.record(t_us, states[log.frame].wrench)
+        rows = self._ports.publish(last.t_us, last.status, published, pose, cov)
+        for log in self._logs:
+            frame_rows = rows[log.frame]
+            for sample, ok, row in zip(samples, finite, frame_rows):
+                if ok:
+                    log.record(sample.t_us, row)
+        return True
 
     def _condition(self, sample) -> np.ndarray | None:
         """Calibrate (RAW samples), low-pass, tare: the published wrench (6,) in the physical
