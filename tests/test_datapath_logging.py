@@ -29,6 +29,7 @@ from twin.control.data_collection import load_csv
 from twin.kinematics import ArmModel
 from twin.line_file import LineFile
 from twin.sensors import FtSensorService, FtSystemError
+from twin.spatial import SO3
 
 DEV_FULL = "/dev/full"
 
@@ -299,3 +300,33 @@ def test_a_raising_on_sample_callback_is_reported_and_does_not_disconnect(tmp_pa
     finally:
         emu.close()
         runner.close()
+
+
+def test_batched_rows_of_an_exported_frame_match_what_the_port_publishes(tmp_path):
+    """Several samples per cycle go through one map per port: each cycle's last logged row is
+    the wrench the port published, and every row is the sensor-frame row moved by that frame."""
+    with PyBulletRobot(seed=4) as robot, FtSensorService(robot) as svc:
+        svc.connect()
+        svc.set_rate(800.0)
+        svc.export_frame("tool", x=0.02, z=0.1, yaw=0.3)
+        svc.export_frame("world", world=True)
+        robot.attach_payload(0.5, (0.01, 0.0, 0.03))
+        svc.log_frame("tool", str(tmp_path / "tool.csv"))
+        svc.log(str(tmp_path / "sensor.csv"))
+        published = {}
+        for _ in range(60):
+            robot.step()
+            assert svc.update()
+            published[svc.frame("tool").t_us] = svc.frame("tool").wrench
+        svc.log_stop()
+    tool = np.loadtxt(tmp_path / "tool.csv", delimiter=",", skiprows=2)
+    sensor = np.loadtxt(tmp_path / "sensor.csv", delimiter=",", skiprows=2)
+    assert len(tool) == len(sensor) > 3 * 60
+    by_t = {int(r[0]): r[1:] for r in tool}
+    for t_us, wrench in published.items():
+        np.testing.assert_allclose(by_t[t_us], wrench, rtol=1e-12, atol=1e-12)
+    r = SO3.from_rpy(0.0, 0.0, 0.3).matrix()  # tool axes in the sensor frame
+    p = np.array([0.02, 0.0, 0.1])
+    f, m = sensor[:, 1:4], sensor[:, 4:7]
+    np.testing.assert_allclose(tool[:, 1:4], f @ r, atol=1e-9)
+    np.testing.assert_allclose(tool[:, 4:7], (m - np.cross(p, f)) @ r, atol=1e-9)
