@@ -235,19 +235,25 @@ def test_every_serial_frame_reaches_the_log_with_exact_counts(tmp_path):
         for _ in range(20):
             robot.step()
             svc.update()
+        a = robot.ft.frames_received
+        svc.update()  # drain what came before the log
+        b = robot.ft.frames_received
         svc.log(str(path), 1)
-        before = robot.ft.frames_received
         first = svc.health().processed
         for _ in range(250):
             robot.step()
             svc.update()
+        c = robot.ft.frames_received
+        svc.update()  # the last drain into the log
+        d = robot.ft.frames_received
         svc.log_stop()
         processed = svc.health().processed - first
-        received = robot.ft.frames_received - before
         svc.set_rate(200.0)
     rows = np.loadtxt(path, delimiter=",", skiprows=2, ndmin=2)
     assert svc.log_info() == (0, processed) and len(rows) == processed
-    assert abs(processed - received) <= 8  # frames in flight at the log's start and stop
+    # every frame published between the two drains, and no other: the reader runs meanwhile,
+    # so the count is bracketed by the receive counter read around each drain
+    assert c - b <= processed <= d - a
     assert processed > 250 * 2  # far more than one per control cycle
     assert svc.health().lost == 0
 
@@ -258,17 +264,19 @@ def test_queue_overflow_is_counted_exactly(tmp_path):
     emu = BotaEmulator(source, link_dir=tmp_path, boot_delay_s=0.01)
     try:
         with BotaSensor(emu.port.path, sinc_length=64, boot_timeout_s=1.0, queue=16) as ft:
-            wait_until(lambda: ft.frames_received > 0, 3.0)
+            wait_until(lambda: ft.frames_received > 0, 10.0)
+            a = ft.frames_received
             ft.take_samples()
-            n0 = ft.frames_received
-            wait_until(lambda: ft.frames_received >= n0 + 100, 3.0)
+            b = ft.frames_received
+            wait_until(lambda: ft.frames_received >= b + 100, 10.0)
+            c = ft.frames_received
             batch = ft.take_samples()
-            n1 = ft.frames_received
+            d = ft.frames_received
     finally:
         emu.close()
         runner.close()
     assert len(batch.samples) == 16
-    assert len(batch.samples) + batch.lost in range(n1 - n0 - 2, n1 - n0 + 3)
+    assert c - b <= len(batch.samples) + batch.lost <= d - a  # exact, up to the reader's pace
     times = [s.t_us for s in batch.samples]
     assert times == sorted(times)  # the newest 16, oldest first
 
@@ -281,17 +289,17 @@ def test_a_raising_on_sample_callback_is_reported_and_does_not_disconnect(tmp_pa
     calls = []
     try:
         with BotaSensor(emu.port.path, sinc_length=128, boot_timeout_s=1.0) as ft:
-            wait_until(lambda: ft.frames_received >= 3, 3.0)
+            wait_until(lambda: ft.frames_received >= 3, 10.0)
 
             def broken(reading):
                 calls.append(reading.device_t_us)
                 raise ValueError("user bug")
 
             ft.on_sample = broken
-            wait_until(lambda: len(calls) >= 50, 5.0)
+            wait_until(lambda: len(calls) >= 50, 15.0)
             ft.on_sample = None
             n = ft.frames_received
-            wait_until(lambda: ft.frames_received >= n + 5, 3.0)
+            wait_until(lambda: ft.frames_received >= n + 5, 10.0)
             assert ft.link.state is LinkState.READY
             assert [e.kind for e in ft.link.events] == ["ready"]  # no loss, no reboot, no flap
             assert ft.callback_errors == len(calls) >= 50

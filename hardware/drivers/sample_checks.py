@@ -117,7 +117,8 @@ class DeviceClock(Generic[T]):
         self.lost = 0
         self.reanchors = 0
         self._last: _Stamp[T] | None = None
-        self._last_device_t: int | None = None
+        self._last_device_t: int | None = None  # kept across restart: the unwrapped time goes on
+        self._last_host_t: int | None = None
         self._candidate: _Stamp[T] | None = None
 
     def restart(self) -> None:
@@ -145,10 +146,10 @@ class DeviceClock(Generic[T]):
             gap = self._follows(candidate, raw, host_t_us)
             if gap is not None:  # the device clock moved: re-anchor on the candidate
                 self._candidate = None
-                if last is None and self._last_device_t is None:
-                    start = candidate.raw
+                if self._last_device_t is None:
+                    start = candidate.raw  # the first anchor: the device's own clock
                 else:
-                    since = 0 if last is None else candidate.host_t_us - last.host_t_us
+                    since = candidate.host_t_us - self._last_host_t
                     start = self._last_device_t + max(round(self.period_us), since)
                     self.reanchors += 1
                 self._accept(candidate, start, on_accept, None)
@@ -166,5 +167,5 @@ class DeviceClock(Generic[T]):
     ) -> None:
         if gap is not None:
             self.lost += max(0, round(gap / self.period_us) - 1)
-        self._last, self._last_device_t = stamp, device_t
+        self._last, self._last_device_t, self._last_host_t = stamp, device_t, stamp.host_t_us
         on_accept(stamp.item, device_t)
