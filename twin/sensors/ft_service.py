@@ -247,7 +247,7 @@ class FtSensorService:
         cov = self._cov if self._publish_cov else None
         rows = self._ports.publish(last.t_us, last.status, published, pose, cov)
         for log in self._logs:
-            frame_rows = rows[log.frame]
+            frame_rows = rows[log.frame].tolist()
             for sample, ok, row in zip(samples, finite, frame_rows):
                 if ok:
                     log.record(sample.t_us, row)

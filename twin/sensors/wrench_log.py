@@ -86,14 +86,16 @@ class WrenchLog:
         self.total += due
         self.missed += due
 
-    def record(self, t_us: int, wrench: np.ndarray) -> None:
-        """One received sample ``wrench`` (6,) at ``t_us``; written if due."""
+    def record(self, t_us: int, wrench) -> None:
+        """One received sample ``wrench`` (6,) (an array or a list of floats) at ``t_us``;
+        written if due."""
         if self._file is None:
             return
         self._index += 1
         if self._index % self.decimation == 0:
             self.total += 1
-            self._file.append(f"{t_us},{','.join(repr(float(v)) for v in wrench)}")
+            values = wrench.tolist() if isinstance(wrench, np.ndarray) else wrench
+            self._file.append(f"{t_us},{','.join(map(repr, map(float, values)))}")
         if self._flushed_t_us is None:
             self._flushed_t_us = t_us
         now = time.monotonic()
