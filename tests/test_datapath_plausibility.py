@@ -13,12 +13,13 @@ from twin.hardware import SerialRobot
 from twin.hardware.clock import MonotonicClock
 from twin.hardware.drivers.bota_sensor import BotaSensor
 from twin.hardware.drivers.sample_checks import CLOCK_JUMP, DeviceClock
-from twin.hardware.drivers.witmotion_imu import WitmotionImu
+from twin.hardware.drivers.witmotion_imu import DEFAULT_CONTENT, WitmotionImu
 from twin.hardware.emulator import FT, BotaEmulator, EmulatorStack, IdealSource
 from twin.hardware.emulator.sources import RealTimeRunner
 from twin.hardware.emulator.testing import emulator_config, wait_until
 from twin.hardware.emulator.witmotion import WitmotionEmulator
 from twin.hardware.protocols import bota
+from twin.hardware.protocols import witmotion as wit
 
 from twin.kinematics import ArmModel
 from twin.robot import FtStatus
@@ -253,14 +254,16 @@ def test_published_force_stays_true_through_a_filter_when_frames_are_forged(tmp_
 
 # ---------------------------------------------------------------- IMU driver, end to end
 @pytest.mark.parametrize(
-    ("kind", "reason"), [("temperature", "temperature"), ("quaternion", "quaternion norm")]
+    ("kind", "reason"),
+    [("temperature", "temperature"), ("quaternion", "quaternion norm"), ("clock", CLOCK_JUMP)],
 )
 def test_forged_imu_cycles_are_dropped_and_counted(tmp_path, kind, reason):
     source = IdealSource()
     runner = RealTimeRunner(source, MonotonicClock())
     emu = WitmotionEmulator(source, link_dir=tmp_path, baudrate=115200)
     try:
-        with WitmotionImu(emu.port.path, 115200, rate_hz=200.0) as imu:
+        content = (wit.PacketType.TIME, *DEFAULT_CONTENT)  # with the device clock
+        with WitmotionImu(emu.port.path, 115200, rate_hz=200.0, content=content) as imu:
             wait_until(lambda: imu.samples_received >= 5, 10.0)
             published = []
             emu.forge(kind, 4)

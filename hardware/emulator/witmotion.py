@@ -8,7 +8,7 @@ with four registers, ``FF AA 00 00 00`` saves, ``FF AA 00 01 00`` restores the f
 
 Forged groups (``forge``): the next groups leave damaged but with valid check sums, as about one
 damaged packet in 256 does on a real line: a temperature of 300 deg C, a quaternion of norm 0.6,
-or random data in every packet. ``groups_forged`` counts them.
+a time packet hours off (a random day and hour), or random data in every packet. ``groups_forged`` counts them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from twin.spatial import quaternion
 
 UNLOCK_S = 10.0
 #: What ``forge`` can do to a group, keeping every check sum valid.
-FORGERIES = ("temperature", "quaternion", "random")
+FORGERIES = ("temperature", "quaternion", "clock", "random")
 _EPOCH = (24, 1, 1)  # device clock origin: 2024-01-01 00:00:00
 _MAG_WORLD = np.array([200.0, 0.0, -400.0])  # raw magnetometer counts of the field, world frame
 
@@ -158,6 +158,9 @@ class WitmotionEmulator:
                 values[3] = 30000  # 300 deg C
             elif kind == "quaternion" and packet.kind == wit.PacketType.QUATERNION:
                 values = [round(0.6 * v) for v in values]
+            elif kind == "clock" and packet.kind == wit.PacketType.TIME:
+                day, hour = (int(x) for x in self._forge_rng.integers((1, 0), (29, 24)))
+                values[1] = day | hour << 8
             out.append(wit.encode_packet(packet.kind, values))
         return b"".join(out)
 
