@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.robot import FtStatus, Robot, RobotState, WrenchSample
+from twin.robot import FtStatus, Robot, RobotState, WrenchBatch, WrenchSample
 from twin.sensors import device as dev
 from twin.sensors.errors import (
     BadDeviceError,
@@ -132,6 +132,10 @@ class FtSensorService:
         self._counter = SampleCounter()
         self._processed = self._lost = self._rejected = 0
         self._carry: tuple[WrenchSample, ...] = ()
+        self._last_t_us: int | None = None
+        # A backend with a queue overrides Robot.wrench_samples; without one the service takes
+        # the latest sample of the state it reads anyway (no second read per cycle).
+        self._queued = type(robot).wrench_samples is not Robot.wrench_samples
 
     # ----------------------------------------------------------------- connection
     def connect(self) -> None:
@@ -155,7 +159,7 @@ class FtSensorService:
         self._config_mode = False
         self._processed = self._lost = self._rejected = 0
         # Of what arrived before the connection only the latest sample is processed.
-        self._carry = self._robot.wrench_samples().samples[-1:]
+        self._carry = self._robot.wrench_samples().samples[-1:] if self._queued else ()
         self._reconfigure()
 
     def disconnect(self) -> None:
@@ -216,12 +220,19 @@ class FtSensorService:
 
     # ----------------------------------------------------------------- cycle
     def update(self, state: RobotState | None = None) -> bool:
-        """Process every sample received since the last call (``robot.wrench_samples()``):
-        filter, tare, publish, log. ``state`` (default ``robot.read()``) gives the joint state
+        """Process every sample received since the last call (``robot.wrench_samples()``; for a
+        backend without a queue, the state's sample if its time stamp is new): filter, tare,
+        publish, log. ``state`` (default ``robot.read()``) gives the joint state
         for world-fixed frames. Returns True if a new sample was processed. Never raises for a
         log write failure (``health()`` reports it)."""
         self._require_connected()
-        batch = self._robot.wrench_samples()
+        if not self._queued:  # a backend without a queue: the latest sample of the state
+            if state is None:
+                state = self._robot.read()
+            new = state.wrench is not None and state.wrench.t_us != self._last_t_us
+            batch = WrenchBatch((state.wrench,) if new else ())
+        else:
+            batch = self._robot.wrench_samples()
         if batch.lost or batch.rejected:
             self._lost += batch.lost
             self._rejected += batch.rejected
@@ -232,6 +243,7 @@ class FtSensorService:
             samples, self._carry = self._carry + samples, ()
         if not samples:
             return False
+        self._last_t_us = samples[-1].t_us
         if state is None:
             state = self._robot.read()
         pose = self._world_T_sensor(state) if self._ports.needs_world else None
