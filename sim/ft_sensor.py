@@ -27,8 +27,9 @@ Signal chain (all in the sensor frame, per output sample):
                physics rate or the serial line (37-byte frames at the configured baud) can carry.
 Samples are produced at ``51200 / sinc_length`` Hz, on the first physics step at or after each
 nominal instant, and held until the next one (sample-and-hold); each also goes into a bounded
-queue that ``take()`` empties (every sample, for ``Robot.wrench_samples``; overflow counted). In configuration mode (after
-``C``) the sensor does not stream: the last sample is held and goes stale.
+queue that ``take()`` empties (every sample, for ``Robot.wrench_samples``; overflow counted).
+In configuration mode (after ``C``) the sensor does not stream: the last sample is held and goes
+stale.
 """
 
 from __future__ import annotations
