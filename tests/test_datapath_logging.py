@@ -235,6 +235,13 @@ print(json.dumps(dict(written=c.rows_written, dropped=c.rows_dropped, oks=sum(ok
 
 
 # ---------------------------------------------------------------- every frame, exact counters
+def _drain(svc, ft) -> tuple[int, int]:
+    """``svc.update()``, with the driver's receive counter read just before and after it."""
+    before = ft.frames_received
+    svc.update()
+    return before, ft.frames_received
+
+
 def test_every_serial_frame_reaches_the_log_with_exact_counts(tmp_path):
     """800 Hz frames against the 250 Hz serial loop: the log holds every frame the driver
     accepted (before, only the latest of each cycle: about 10 % never logged under load)."""
@@ -252,17 +259,13 @@ def test_every_serial_frame_reaches_the_log_with_exact_counts(tmp_path):
         for _ in range(20):
             robot.step()
             svc.update()
-        a = robot.ft.frames_received
-        svc.update()  # drain what came before the log
-        b = robot.ft.frames_received
+        a, b = _drain(svc, robot.ft)  # what came before the log
         svc.log(str(path), 1)
         first = svc.health().processed
         for _ in range(250):
             robot.step()
             svc.update()
-        c = robot.ft.frames_received
-        svc.update()  # the last drain into the log
-        d = robot.ft.frames_received
+        c, d = _drain(svc, robot.ft)  # the last frames into the log
         svc.log_stop()
         processed = svc.health().processed - first
         svc.set_rate(200.0)

@@ -192,16 +192,22 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
         if not frames:
             return
         now = self.clock.now_us()
-        self._clock_check.period_us = self._sinc * bota.SINC_PERIOD_S * 1e6
+        clock, checks, limits = self._clock_check, self.checks, self.measuring_range
+        clock.period_us = self._sinc * bota.SINC_PERIOD_S * 1e6
+        before = self.frames_received
+
+        def publish(frame: bota.BotaFrame, device_t_us: int) -> None:
+            self._publish(frame, device_t_us, now)
+
         for f in frames:
-            reason = bota.implausibility(f, self.measuring_range)
+            reason = bota.implausibility(f, limits)
             if reason is not None:
-                self.checks.reject(reason, now)
+                checks.reject(reason, now)
                 continue
-            jumps = self._clock_check.offer(
-                f.timestamp_us, now, f, lambda frame, device_t: self._publish(frame, device_t, now)
-            )
-            self.checks.reject(CLOCK_JUMP, now, jumps)
+            jumps = clock.offer(f.timestamp_us, now, f, publish)
+            if jumps:
+                checks.reject(CLOCK_JUMP, now, jumps)
+        checks.accept(self.frames_received - before)
 
     def _publish(self, f: bota.BotaFrame, device_t_us: int, now: int) -> None:
         sample = WrenchSample(
@@ -217,7 +223,6 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
             self._queue_lost += 1
         self._queue.append(sample)
         self.frames_received += 1
-        self.checks.accept()
         if self.on_sample is not None:
             try:
                 self.on_sample(reading)

@@ -92,7 +92,7 @@ class SampleChecks:
             )
 
 
-@dataclass
+@dataclass(slots=True)
 class _Stamp(Generic[T]):
     raw: int
     host_t_us: int
