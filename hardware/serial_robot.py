@@ -70,6 +70,7 @@ from twin.robot import (
     JointCommand,
     Robot,
     RobotState,
+    WrenchBatch,
     hold_command,
     joint_torque,
 )
@@ -325,10 +326,14 @@ class SerialRobot(Robot):
                     health |= Health.FT_STALE
                 if wrench is not None and wrench.status & FtStatus.INVALID:
                     health |= Health.FAULT
+                if self.ft.checks.rejected_since(now - self._stale_us):  # implausible frames
+                    health |= Health.FAULT
             if self.imu is not None:
                 imu = self.imu.latest
                 if imu is None or now - imu.t_us > self._stale_us:
                     health |= Health.IMU_STALE
+                if self.imu.checks.rejected_since(now - self._stale_us):
+                    health |= Health.FAULT
             r = self._reading
             return RobotState(
                 t_us=now if self._joint_t_us is None else self._joint_t_us,
@@ -580,6 +585,10 @@ class SerialRobot(Robot):
     @property
     def ft_device(self) -> FtSensorDevice | None:
         return self.ft
+
+    def wrench_samples(self) -> WrenchBatch:
+        """Every F/T frame the Bota driver accepted since the previous call (its bounded queue)."""
+        return WrenchBatch(()) if self.ft is None else self.ft.take_samples()
 
     def close(self) -> None:
         """Park the servos (holding in current-based position mode, torque on, every servo read

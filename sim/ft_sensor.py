@@ -26,8 +26,10 @@ Signal chain (all in the sensor frame, per output sample):
                ``SATURATION_FACTOR * range``; APP_TOO_SLOW if the output rate exceeds what the
                physics rate or the serial line (37-byte frames at the configured baud) can carry.
 Samples are produced at ``51200 / sinc_length`` Hz, on the first physics step at or after each
-nominal instant, and held until the next one (sample-and-hold). In configuration mode (after
-``C``) the sensor does not stream: the last sample is held and goes stale.
+nominal instant, and held until the next one (sample-and-hold); each also goes into a bounded
+queue that ``take()`` empties (every sample, for ``Robot.wrench_samples``; overflow counted).
+In configuration mode (after ``C``) the sensor does not stream: the last sample is held and goes
+stale.
 """
 
 from __future__ import annotations
@@ -40,13 +42,15 @@ from operator import gt
 
 import numpy as np
 
-from twin.robot import FtSensorDevice, FtStatus, WrenchSample
+from twin.robot import FtSensorDevice, FtStatus, WrenchBatch, WrenchSample
 from twin.sensors.bota_commands import BAUD_BY_CODE as BAUD_CODES
 from twin.sensors.bota_commands import BotaCommandInterpreter, check_sinc
 from twin.sensors.bota_commands import BotaSettings as DeviceSettings
+from twin.sensors.device import MEASURING_RANGE
 from twin.spatial import quaternion
 
 ADC_CLOCK_HZ = 51200  # output rate = ADC_CLOCK_HZ / sinc_length (docs/protocols/bota-serial.md)
+QUEUE_SAMPLES = 4096  # samples kept for ``take()``: 5 s at the fastest rate (800 Hz)
 SATURATION_FACTOR = 1.5  # INVALID (saturation) beyond this multiple of the measuring range
 REFERENCE_TEMPERATURE_C = 25.0
 
@@ -64,7 +68,7 @@ class FtSensorConfig:
     lowpass: bool = True
     noise_std: tuple[float, ...] = (0.0,) * 6
     bias: tuple[float, ...] = (0.0,) * 6
-    range: tuple[float, ...] = (200.0, 200.0, 400.0, 8.0, 8.0, 8.0)
+    range: tuple[float, ...] = MEASURING_RANGE
     temperature_c: float = 30.0
     warmup_rise_c: float = 0.0
     warmup_tau_s: float = 600.0
@@ -139,6 +143,8 @@ class FtSensorModel:
         self._constant_temperature = config.warmup_rise_c == 0.0
         self._next_k = 0
         self.latest: WrenchSample | None = None
+        self._queue: deque[WrenchSample] = deque(maxlen=QUEUE_SAMPLES)
+        self._emitted = 0  # samples emitted since the last take(): lost = emitted - queued
         self.apply_settings()
 
     # ----------------------------------------------------------- configuration
@@ -217,7 +223,18 @@ class FtSensorModel:
                 status |= FtStatus.INVALID
                 out = np.clip(out, -self._saturation, self._saturation)
         out.flags.writeable = False
-        self.latest = WrenchSample(t_us, out, status, temperature)  # positional: hot path
+        self.latest = sample = WrenchSample(t_us, out, status, temperature)  # positional: hot path
+        self._queue.append(sample)
+        self._emitted += 1
+
+    def take(self) -> WrenchBatch:
+        """Every sample emitted since the previous call, oldest first; ``lost`` those the bounded
+        queue dropped meanwhile."""
+        samples = tuple(self._queue)
+        lost = self._emitted - len(samples)
+        self._queue.clear()
+        self._emitted = 0
+        return WrenchBatch(samples, lost)
 
     def _average_to_sensor(self, n: int) -> np.ndarray:
         m = self._average_maps.get(n)

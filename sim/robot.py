@@ -47,6 +47,7 @@ from twin.robot import (
     JointCommand,
     Robot,
     RobotState,
+    WrenchBatch,
     hold_command,
     joint_torque,
     robot_state,
@@ -236,6 +237,12 @@ class PyBulletRobot(Robot):
             health |= Health.FT_STALE
         # Read-only arrays made afresh by each physics step (and reset/follow): shared, not copied.
         return robot_state(self._t_us, self._q, self._qd, self._tau, w, self._imu.latest, health)
+
+    def wrench_samples(self) -> WrenchBatch:
+        """Every F/T sample of the physics steps since the previous call (several per control
+        period when the sensor runs faster than the loop), oldest first."""
+        self._check_open()
+        return self._ft.take()
 
     def diagnostics(self) -> ControlDiagnostics:
         """Simulated time never overruns: the achieved rate is the configured one."""

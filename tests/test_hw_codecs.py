@@ -238,7 +238,25 @@ def test_bota_parser_counts_corrupt_and_lost_frames():
     want = [f for k, f in enumerate(sent) if k not in (3, 8, 12)]
     assert got == want
     s = parser.stats
-    assert (s.frames, s.crc_errors, s.sync_losses, s.dropped_frames) == (17, 2, 2, 3)
+    # Only frame 3 was in place when its check failed; 8 and 12 were skipped as bytes.
+    assert (s.frames, s.crc_errors, s.sync_losses, s.dropped_frames) == (17, 2, 2, 1)
+    assert s.garbage_bytes == 37 + 36
+
+
+def test_bota_parser_counts_a_garbage_burst_as_garbage_not_as_frames():
+    rng = np.random.default_rng(8)
+    sent = _frames(6, rng)
+    burst = rng.integers(0, 256, 20_000, dtype=np.uint8).tobytes()  # 540 frames' worth
+    wire = b"".join(bota.encode_frame(f) for f in sent[:3]) + burst
+    wire += b"".join(bota.encode_frame(f) for f in sent[3:])
+    parser = bota.BotaStreamParser()
+    got = []
+    for chunk in np.array_split(np.frombuffer(wire, np.uint8), 7):
+        got += parser.feed(chunk.tobytes())
+    assert got == sent
+    s = parser.stats
+    assert s.dropped_frames <= 1  # at most the frame position the burst started at, not 540
+    assert s.garbage_bytes == len(burst) - 37 * s.dropped_frames
 
 
 def test_bota_commands_and_acks():

@@ -66,6 +66,21 @@ class WrenchSample:
 
 
 @dataclass(frozen=True)
+class WrenchBatch:
+    """The F/T samples a backend received since the previous ``Robot.wrench_samples()`` call.
+
+    samples: oldest first, each as ``RobotState.wrench`` would give it. lost: samples that
+    overflowed the backend's bounded queue meanwhile (received, never handed over). rejected:
+    samples the backend dropped as implausible meanwhile (never published; e.g. a serial frame
+    that passed its CRC with reserved status bits set).
+    """
+
+    samples: tuple[WrenchSample, ...]
+    lost: int = 0
+    rejected: int = 0
+
+
+@dataclass(frozen=True)
 class ImuSample:
     """One IMU sample, IMU frame.
 
@@ -347,6 +362,20 @@ class Robot(abc.ABC):
     def ft_device(self) -> FtSensorDevice | None:
         """The F/T sensor's device-level settings, or ``None`` if there is no sensor."""
         return None
+
+    def wrench_samples(self) -> WrenchBatch:
+        """Every F/T sample received since the previous call, oldest first (``WrenchBatch``).
+
+        The sensor may run faster than the control loop (800 Hz against 250 Hz): ``read()`` gives
+        only the latest sample, this gives all of them, for logging. Backends keep a bounded
+        queue and count what overflows it in ``lost``. This default, for a backend without a
+        queue, hands over the latest sample of ``read()`` when it is new.
+        """
+        sample = self.read().wrench
+        if sample is None or sample.t_us == getattr(self, "_wrench_handed_t_us", None):
+            return WrenchBatch(())
+        self._wrench_handed_t_us = sample.t_us
+        return WrenchBatch((sample,))
 
     def diagnostics(self) -> ControlDiagnostics:
         """The control rate this backend has achieved so far, with its overruns.

@@ -11,14 +11,24 @@ reconnects (running this start-up again).
 
 The reader thread feeds text to the reply search in configuration mode and bytes to the frame
 parser in run mode; the switch happens in the reader thread at the ``r,0,R,0`` reply, so no frame
-byte is lost or misread. Each frame becomes the latest ``WrenchSample`` (time stamped on the
-driver's clock at receipt) and goes into a bounded history with its device time stamp.
+byte is lost or misread.
+
+Each frame that passes the CRC is checked further (``sample_checks``): a reserved status bit, a
+value beyond ``PLAUSIBLE_RANGE_FACTOR`` times ``measuring_range``, an implausible temperature or
+a device-clock jump drops it, counted by reason in ``checks``; it is never published. An accepted
+frame becomes the latest ``WrenchSample`` (time stamped on the driver's clock at receipt), goes
+into a bounded history with its unwrapped device time stamp, and into the queue that
+``take_samples()`` empties (every frame, for logging; bounded, overflow counted). Frames the device
+clock shows missing are counted in ``timestamp_gaps``. A user ``on_sample`` callback that raises
+is counted in ``callback_errors`` (the first one logged with its traceback); it never reaches
+the reader thread, so it cannot disconnect the sensor.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from twin.hardware.clock import MonotonicClock
 from twin.hardware.config import ReconnectConfig
+from twin.hardware.drivers.sample_checks import CLOCK_JUMP, DeviceClock, SampleChecks
 from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
@@ -38,8 +49,10 @@ from twin.hardware.protocols import bota
 from twin.hardware.protocols.stream import ParserStats
 from twin.hardware.transport import LinkedDevice, LinkState, SerialLink
 
-from twin.robot import FtSensorDevice, FtStatus, WrenchSample
+from twin.robot import FtSensorDevice, FtStatus, WrenchBatch, WrenchSample
+from twin.sensors.device import MEASURING_RANGE
 
+_log = logging.getLogger(__name__)
 _TEXT_LIMIT = 16384
 _COMMAND_RETRIES = 3
 _CONFIG_COMMANDS = "cfbmslwp"
@@ -72,6 +85,8 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
         clock=None,
         name: str = "ft_sensor",
         history: int = 4096,
+        queue: int = 4096,
+        measuring_range=MEASURING_RANGE,
     ) -> None:
         if baudrate not in bota.BAUD_CODES:
             raise InvalidArgumentError(
@@ -93,14 +108,23 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
         self.history: collections.deque[FtReading] = collections.deque(maxlen=history)
         self.on_sample: Callable[[FtReading], None] | None = None
         self.frames_received = 0
-        self.timestamp_gaps = 0  # frames missing between device time stamps
+        self.callback_errors = 0
+        self.callback_error: str | None = None
+        self.measuring_range = np.asarray(measuring_range, float).reshape(6).tolist()
+        self.checks = SampleChecks()
+        if queue < 1:
+            raise InvalidArgumentError(f"queue must hold at least one sample, got {queue}")
+        self._queue: collections.deque[WrenchSample] = collections.deque(maxlen=queue)
+        self._queue_lost = 0
+        self._rejected_taken = 0
+        self._clock_check: DeviceClock[bota.BotaFrame] = DeviceClock(
+            self._sinc * bota.SINC_PERIOD_S * 1e6, bota.TIMESTAMP_MODULUS
+        )
         self._cond = threading.Condition()
         self._cmd_lock = threading.RLock()
         self._run_mode = False
         self._switch_on_run_ack = False
         self._text = bytearray()
-        self._wrap = 0
-        self._last_raw_ts: int | None = None
         self._init_thread: int | None = None
         self.link = SerialLink(
             name, port, baudrate, self, on_connect=self._startup, reconnect=reconnect
@@ -148,31 +172,65 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
             self._run_mode = False
             self._cond.notify_all()
 
+    @property
+    def timestamp_gaps(self) -> int:
+        """Frames the device clock shows missing between accepted frames."""
+        return self._clock_check.lost
+
+    def take_samples(self) -> WrenchBatch:
+        """Every accepted sample since the previous call (oldest first), with the counts of
+        samples lost to queue overflow and rejected as implausible meanwhile."""
+        with self._cond:
+            samples = tuple(self._queue)
+            self._queue.clear()
+            lost, self._queue_lost = self._queue_lost, 0
+        rejected_total = self.checks.rejected_total
+        rejected, self._rejected_taken = rejected_total - self._rejected_taken, rejected_total
+        return WrenchBatch(samples, lost, rejected)
+
     def _frames(self, frames: list[bota.BotaFrame]) -> None:
         if not frames:
             return
         now = self.clock.now_us()
-        period_us = self._sinc * bota.SINC_PERIOD_S * 1e6
+        clock, checks, limits = self._clock_check, self.checks, self.measuring_range
+        clock.period_us = self._sinc * bota.SINC_PERIOD_S * 1e6
+        before = self.frames_received
+
+        def publish(frame: bota.BotaFrame, device_t_us: int) -> None:
+            self._publish(frame, device_t_us, now)
+
         for f in frames:
-            raw = f.timestamp_us
-            if self._last_raw_ts is not None:
-                if raw < self._last_raw_ts - bota.TIMESTAMP_MODULUS // 2:
-                    self._wrap += 1
-                gap = (raw - self._last_raw_ts) % bota.TIMESTAMP_MODULUS
-                self.timestamp_gaps += max(0, round(gap / period_us) - 1)
-            self._last_raw_ts = raw
-            sample = WrenchSample(
-                t_us=now,
-                wrench=np.array(f.wrench, dtype=float),
-                status=FtStatus(f.status & 0xF),
-                temperature_c=f.temperature_c,
-            )
-            reading = FtReading(sample, raw + self._wrap * bota.TIMESTAMP_MODULUS)
-            self.latest = reading
-            self.history.append(reading)
-            self.frames_received += 1
-            if self.on_sample is not None:
+            reason = bota.implausibility(f, limits)
+            if reason is not None:
+                checks.reject(reason, now)
+                continue
+            jumps = clock.offer(f.timestamp_us, now, f, publish)
+            if jumps:
+                checks.reject(CLOCK_JUMP, now, jumps)
+        checks.accept(self.frames_received - before)
+
+    def _publish(self, f: bota.BotaFrame, device_t_us: int, now: int) -> None:
+        sample = WrenchSample(
+            t_us=now,
+            wrench=np.array(f.wrench, dtype=float),
+            status=FtStatus(f.status),
+            temperature_c=f.temperature_c,
+        )
+        reading = FtReading(sample, device_t_us)
+        self.latest = reading
+        self.history.append(reading)
+        if len(self._queue) == self._queue.maxlen:
+            self._queue_lost += 1
+        self._queue.append(sample)
+        self.frames_received += 1
+        if self.on_sample is not None:
+            try:
                 self.on_sample(reading)
+            except Exception as e:  # the user's bug: report it, keep the sensor streaming
+                self.callback_errors += 1
+                self.callback_error = f"on_sample raised {type(e).__name__}: {e}"
+                if self.callback_errors == 1:
+                    _log.exception("%s: on_sample callback raised", self.link.name)
 
     # ------------------------------------------------------------------ waiting helpers
     def _wait(self, predicate, timeout_s: float, what: str):
@@ -251,6 +309,8 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
 
     def _startup(self, link: SerialLink) -> None:
         self._init_thread = threading.get_ident()
+        with self._cond:
+            self._clock_check.restart()  # the sensor (re)boots: its clock starts again
         try:
             self._wait_boot()
             self._enter_config()

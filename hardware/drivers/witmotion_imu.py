@@ -5,7 +5,11 @@ registers are read back (``FF AA 27``, answered by a 0x5F packet) and must match
 sample must arrive within ``first_sample_timeout_s``. The baud rate is not changed (set it once
 and save). Each output cycle (one packet per enabled type, in type order) becomes one
 ``ImuSample`` when its last packet arrives; a cycle that misses a packet is counted in
-``incomplete_cycles`` and dropped.
+``incomplete_cycles`` and dropped. A complete cycle that passed its check sums but cannot be a
+measurement (``witmotion.implausibility``: temperature, quaternion norm) is dropped and counted
+by reason in ``checks``, never published. When the content includes the time packet (0x50), its
+device clock is checked too (``sample_checks.DeviceClock``): a cycle whose time fields are out of
+range, or whose clock jumps, is dropped the same way.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 from twin.hardware.clock import MonotonicClock
 from twin.hardware.config import ReconnectConfig
+from twin.hardware.drivers.sample_checks import CLOCK_JUMP, DeviceClock, SampleChecks
 from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
@@ -65,6 +70,10 @@ class WitmotionImu(LinkedDevice):
         self.latest: ImuSample | None = None
         self.samples_received = 0
         self.incomplete_cycles = 0
+        self.checks = SampleChecks()
+        self._clock_check: DeviceClock[ImuSample] = DeviceClock(
+            1e6 / rate_hz, 31 * 24 * 3600 * 1_000_000
+        )
         self._cycle: dict[int, wit.Packet] = {}
         self._reply: wit.Packet | None = None
         self._cond = threading.Condition()
@@ -104,24 +113,42 @@ class WitmotionImu(LinkedDevice):
             self.incomplete_cycles += 1
             cycle.clear()
             return
-        force, _temperature = wit.accel_of(cycle[wit.PacketType.ACCEL])
+        force, temperature = wit.accel_of(cycle[wit.PacketType.ACCEL])
         rate = wit.gyro_of(cycle[wit.PacketType.GYRO])
-        orientation = None
+        orientation = q = None
         if wit.PacketType.QUATERNION in cycle:
             q = wit.quaternion_of(cycle[wit.PacketType.QUATERNION])
+        reason = wit.implausibility(temperature, q)
+        if reason is not None:
+            cycle.clear()
+            self.checks.reject(reason, self.clock.now_us())
+            return
+        if q is not None:
             if np.linalg.norm(q) > 0.5:
                 orientation = quaternion.canonicalize(q)
         elif wit.PacketType.ANGLE in cycle:
             roll, pitch, yaw = wit.angle_of(cycle[wit.PacketType.ANGLE])
             orientation = quaternion.from_rpy(roll, pitch, yaw)
-        cycle.clear()
-        self.latest = ImuSample(
-            t_us=self.clock.now_us(),
-            specific_force=force,
-            angular_rate=rate,
-            orientation=orientation,
+        now = self.clock.now_us()
+        sample = ImuSample(
+            t_us=now, specific_force=force, angular_rate=rate, orientation=orientation
         )
+        time_packet = cycle.get(wit.PacketType.TIME)
+        cycle.clear()
+        if time_packet is None:
+            self._publish(sample)
+            return
+        device_t = wit.time_of(time_packet)
+        if device_t is None:
+            self.checks.reject("time fields", now)
+            return
+        jumps = self._clock_check.offer(device_t, now, sample, lambda s, _t: self._publish(s))
+        self.checks.reject(CLOCK_JUMP, now, jumps)
+
+    def _publish(self, sample: ImuSample) -> None:
+        self.latest = sample
         self.samples_received += 1
+        self.checks.accept()
 
     # ------------------------------------------------------------------ start-up
     def _wait(self, predicate, timeout_s: float, what: str):
@@ -155,6 +182,8 @@ class WitmotionImu(LinkedDevice):
 
     def _startup(self, link: SerialLink) -> None:
         self._init_thread = threading.get_ident()
+        with self._cond:
+            self._clock_check.restart()
         try:
             if self.configure:
                 self.write_register(wit.Reg.RSW, self.rsw)

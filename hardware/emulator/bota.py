@@ -7,10 +7,16 @@ is sent followed by CR LF (``r,0,<cmd>,<code>``; ``p?`` a ``p,0,...`` line then 
 Frames: one per new sensor sample of the source, at ``51200 / sinc_length`` Hz, with the sample's
 wrench (float32), status bits, temperature and its time stamp (us, wrapping at 2**32) as the
 device clock. Nothing is streamed in configuration mode.
+
+Forged frames (``forge``): the next frames leave damaged but with a valid CRC, as about one in
+65,536 frames damaged on a real line does: reserved status bits set, a value of 2e36, a time
+stamp seconds to hours off (a random offset per frame), or a random body. ``frames_forged`` and ``forged_t_us`` record them.
 """
 
 from __future__ import annotations
 
+import collections
+import struct
 import threading
 from pathlib import Path
 
@@ -20,6 +26,8 @@ from twin.hardware.emulator.pty_port import PtyPort
 from twin.hardware.emulator.sources import PhysicsSource
 from twin.hardware.protocols import bota
 
+#: What ``forge`` can do to a frame, keeping its CRC valid.
+FORGERIES = ("reserved_bits", "out_of_range", "clock_jump", "random")
 _BOOT_LINES = ("c,0,1,0,4", "name: {product}", "S/N: {serial}", "FW version: 1.3.0")
 
 
@@ -55,6 +63,10 @@ class BotaEmulator:
         self.frames_sent = 0
         self.frames_damaged = 0  # frames that left with at least one corrupted or dropped byte
         self.damaged_t_us: list[int] = []  # their time stamps
+        self.frames_forged = 0
+        self.forged_t_us: list[int] = []  # source time stamps of the frames replaced by forgeries
+        self._forge: collections.deque[str] = collections.deque()
+        self._forge_rng = np.random.default_rng(0)
         self.commands: list[str] = []
         self.stream_errors: list[str] = []
         self.port = PtyPort(
@@ -115,6 +127,34 @@ class BotaEmulator:
         elif reply:
             self.port.write(reply.encode() + b"\r\n")
 
+    def forge(self, kind: str, count: int = 1, seed: int | None = None) -> None:
+        """Replace the next ``count`` frames by forgeries of ``kind`` (one of ``FORGERIES``)."""
+        if kind not in FORGERIES or count < 1:
+            raise ValueError(
+                f"forge needs a kind in {FORGERIES} and count >= 1, got {kind!r}, {count}"
+            )
+        if seed is not None:
+            self._forge_rng = np.random.default_rng(seed)
+        self._forge.extend([kind] * count)
+
+    def _forged(self, frame: bota.BotaFrame, kind: str) -> bytes:
+        rng = self._forge_rng
+        if kind == "random":
+            return bota.seal(rng.integers(0, 256, 34, dtype=np.uint8).tobytes())
+        if kind == "reserved_bits":
+            frame = bota.BotaFrame(
+                frame.status | 0x5A50, frame.wrench, frame.timestamp_us, frame.temperature_c
+            )
+        elif kind == "clock_jump":
+            offset = int(rng.integers(1 << 24, bota.TIMESTAMP_MODULUS - (1 << 24)))
+            ts = (frame.timestamp_us + offset) % bota.TIMESTAMP_MODULUS
+            frame = bota.BotaFrame(frame.status, frame.wrench, ts, frame.temperature_c)
+        else:  # out_of_range: a float32 2e36 on one axis, as bit damage in an exponent makes
+            body = bytearray(bota.encode_frame(frame)[1:35])
+            struct.pack_into("<f", body, 2 + 4 * int(rng.integers(0, 6)), 2e36)
+            return bota.seal(bytes(body))
+        return bota.encode_frame(frame)
+
     # ----------------------------------------------------------------- streaming
     def _stream(self) -> None:
         src = self.source
@@ -140,6 +180,10 @@ class BotaEmulator:
                 except ValueError as e:  # a value a frame cannot carry (non-finite): skip it
                     self.stream_errors.append(f"t={s.t_us} us: {e}")
                     continue
+                if self._forge:
+                    raw = self._forged(frame, self._forge.popleft())
+                    self.frames_forged += 1
+                    self.forged_t_us.append(int(s.t_us))
                 result = self.port.write(raw)
                 if result.delivered:
                     self.frames_sent += 1

@@ -5,10 +5,15 @@ per type enabled in RSW, in type order, from the source's IMU sample at that ins
 hold). The rate is RRATE, lowered to what the baud register can carry. Host commands
 ``FF AA reg L H``: writes need the unlock key (valid 10 s), ``FF AA 27 addr`` answers a 0x5F packet
 with four registers, ``FF AA 00 00 00`` saves, ``FF AA 00 01 00`` restores the factory settings.
+
+Forged groups (``forge``): the next groups leave damaged but with valid check sums, as about one
+damaged packet in 256 does on a real line: a temperature of 300 deg C, a quaternion of norm 0.6,
+a time packet hours off (a random day and hour), or random data in every packet. ``groups_forged`` counts them.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from pathlib import Path
@@ -22,6 +27,8 @@ from twin.hardware.protocols import witmotion as wit
 from twin.spatial import quaternion
 
 UNLOCK_S = 10.0
+#: What ``forge`` can do to a group, keeping every check sum valid.
+FORGERIES = ("temperature", "quaternion", "clock", "random")
 _EPOCH = (24, 1, 1)  # device clock origin: 2024-01-01 00:00:00
 _MAG_WORLD = np.array([200.0, 0.0, -400.0])  # raw magnetometer counts of the field, world frame
 
@@ -55,6 +62,9 @@ class WitmotionEmulator:
         self._reschedule()
         self._stop = threading.Event()
         self.groups_sent = 0
+        self.groups_forged = 0
+        self._forge: collections.deque[str] = collections.deque()
+        self._forge_rng = np.random.default_rng(0)
         self.stream_errors: list[str] = []
         self.port = PtyPort(name, self._on_data, link_dir=link_dir, faults=faults)
         self._thread = threading.Thread(target=self._stream, name=f"emu-{name}-stream", daemon=True)
@@ -126,6 +136,34 @@ class WitmotionEmulator:
                 self.registers[reg] = value  # takes effect for the line on the next power-up
                 self._reschedule()
 
+    def forge(self, kind: str, count: int = 1) -> None:
+        """Replace the next ``count`` groups by forgeries of ``kind`` (one of ``FORGERIES``)."""
+        if kind not in FORGERIES or count < 1:
+            raise ValueError(
+                f"forge needs a kind in {FORGERIES} and count >= 1, got {kind!r}, {count}"
+            )
+        self._forge.extend([kind] * count)
+
+    def _forged(self, group: bytes, kind: str) -> bytes:
+        packets = [
+            group[i : i + wit.PACKET_LENGTH] for i in range(0, len(group), wit.PACKET_LENGTH)
+        ]
+        out = []
+        for p in packets:
+            packet = wit.decode_packet(p)
+            values = list(packet.values)
+            if kind == "random":
+                values = [int(v) for v in self._forge_rng.integers(-32768, 32768, 4)]
+            elif kind == "temperature" and packet.kind == wit.PacketType.ACCEL:
+                values[3] = 30000  # 300 deg C
+            elif kind == "quaternion" and packet.kind == wit.PacketType.QUATERNION:
+                values = [round(0.6 * v) for v in values]
+            elif kind == "clock" and packet.kind == wit.PacketType.TIME:
+                day, hour = (int(x) for x in self._forge_rng.integers((1, 0), (29, 24)))
+                values[1] = day | hour << 8
+            out.append(wit.encode_packet(packet.kind, values))
+        return b"".join(out)
+
     # ----------------------------------------------------------------- streaming
     def _stream(self) -> None:
         src = self.source
@@ -149,6 +187,9 @@ class WitmotionEmulator:
                         break
                     self._next_t += self._period_us
             for g in groups:
+                if self._forge:
+                    g = self._forged(g, self._forge.popleft())
+                    self.groups_forged += 1
                 if self.port.write(g).delivered:
                     self.groups_sent += 1
 

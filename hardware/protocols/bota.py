@@ -17,6 +17,7 @@ from twin.hardware.errors import InvalidArgumentError, ProtocolError
 from twin.hardware.protocols.crc import crc16_x25
 from twin.hardware.protocols.stream import FixedFrameParser
 
+from twin.robot import FtStatus
 from twin.sensors import bota_commands
 from twin.sensors.bota_commands import BAUD_BY_CODE
 from twin.sensors.bota_commands import BOOT_BANNER as BOOT_BANNER  # re-exported
@@ -97,7 +98,14 @@ def encode_frame(frame: BotaFrame) -> bytes:
         raise InvalidArgumentError(
             f"wrench must be 6 finite float32 values and temperature finite, got {values}"
         )
-    body = _BODY.pack(frame.status, *frame.wrench, frame.timestamp_us, frame.temperature_c)
+    return seal(_BODY.pack(frame.status, *frame.wrench, frame.timestamp_us, frame.temperature_c))
+
+
+def seal(body: bytes) -> bytes:
+    """A whole frame around ``body`` (bytes 1..34, whatever they hold): header and a matching
+    CRC. The emulator forges damaged frames that pass the CRC with it."""
+    if len(body) != _BODY.size:
+        raise InvalidArgumentError(f"a Bota frame body is {_BODY.size} bytes, got {len(body)}")
     return bytes((FRAME_HEADER,)) + body + _CRC.pack(crc16_x25(body))
 
 
@@ -124,6 +132,36 @@ def decode_frame(raw: bytes) -> BotaFrame:
     if not frame_is_valid(raw):
         raise ProtocolError("Bota frame CRC-16/X-25 mismatch")
     return _unpack(raw)
+
+
+#: Status bits the protocol defines (0..3); bits 4..15 are reserved and never set by a device.
+DEFINED_STATUS_BITS = 0x000F
+#: A value beyond this multiple of the measuring range cannot be a measurement (the device
+#: itself flags INVALID and saturates at 1.5 times its range).
+PLAUSIBLE_RANGE_FACTOR = 3.0
+#: Temperatures a working sensor can report, deg C (well beyond its operating range).
+PLAUSIBLE_TEMPERATURE_C = (-60.0, 150.0)
+
+
+def implausibility(
+    frame: BotaFrame, measuring_range, factor: float = PLAUSIBLE_RANGE_FACTOR
+) -> str | None:
+    """Why a frame that passed its CRC cannot be a measurement, or None if it can.
+
+    measuring_range: (6,) N, N m per axis; a value beyond ``factor`` times it, a non-finite
+    value, a reserved status bit or a temperature outside ``PLAUSIBLE_TEMPERATURE_C`` is refused.
+    A RAW frame (strain-gauge values, not forces) is only required to be finite.
+    """
+    if frame.status & ~DEFINED_STATUS_BITS:
+        return "reserved status bits"
+    raw = frame.status & FtStatus.RAW
+    for v, r in zip(frame.wrench, measuring_range):
+        if not (math.isfinite(v) if raw else abs(v) <= factor * r):  # abs(nan) <= x is False
+            return "out of range"
+    lo, hi = PLAUSIBLE_TEMPERATURE_C
+    if not lo <= frame.temperature_c <= hi:
+        return "temperature"
+    return None
 
 
 class BotaStreamParser(FixedFrameParser[BotaFrame]):

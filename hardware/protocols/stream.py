@@ -5,6 +5,11 @@ frame, accept it only if its check matches. Once synchronised, a frame whose che
 alone (counted as a check error) as long as the next frame's header is where it should be; a bad
 header drops sync and the search restarts one byte after the last frame start, so a header value
 inside a payload cannot lock the search onto a false frame (a candidate must pass the check).
+
+What is counted is what the parser knows: bytes skipped while searching are garbage, a frame
+whose header was in place but whose check failed is a dropped frame. How many frames a garbage
+burst hid is not knowable from the bytes (inserted noise and lost frames look alike); a driver
+with a device clock counts those from its time stamps.
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ class ParserStats:
     """Counters of one stream parser; a driver that hides them cannot be trusted.
 
     frames: accepted frames; crc_errors: frames dropped for a failed check while synchronised;
-    sync_losses: times the parser lost synchronisation; dropped_frames: frames known to be lost
-    (check errors plus whole frames skipped while resynchronising); garbage_bytes: bytes skipped
-    while searching for a header.
+    sync_losses: times the parser lost synchronisation; dropped_frames: frames known to be lost,
+    i.e. frames in place (header where expected, next header in place) that failed the check;
+    garbage_bytes: bytes skipped while searching for a header (never counted as frames).
     """
 
     frames: int = 0
@@ -62,7 +67,6 @@ class FixedFrameParser(Generic[T]):
         self._decode = decode
         self._buf = bytearray()
         self._synced = False
-        self._lost_at: int | None = None  # buffer index where sync was lost, until resync
         self.stats = ParserStats()
 
     @property
@@ -73,7 +77,6 @@ class FixedFrameParser(Generic[T]):
         """Forget buffered bytes and synchronisation (counters are kept)."""
         self._buf.clear()
         self._synced = False
-        self._lost_at = None
 
     def feed(self, data: bytes) -> list[T]:
         """Append ``data`` and return every frame it completes, in order."""
@@ -105,7 +108,7 @@ class FixedFrameParser(Generic[T]):
                     stats.crc_errors += 1
                 self._synced = False
                 stats.sync_losses += 1
-                self._lost_at = pos
+                stats.garbage_bytes += 1
                 pos += 1
             # Not synchronised: look for a header whose frame passes the check.
             idx = buf.find(hdr, pos)
@@ -120,9 +123,6 @@ class FixedFrameParser(Generic[T]):
             frame = bytes(buf[idx : idx + n])
             if check(frame):
                 stats.garbage_bytes += idx - pos
-                if self._lost_at is not None:
-                    stats.dropped_frames += max(1, round((idx - self._lost_at) / n))
-                    self._lost_at = None
                 self._synced = True
                 out.append(decode(frame))
                 stats.frames += 1
@@ -130,7 +130,5 @@ class FixedFrameParser(Generic[T]):
             else:
                 stats.garbage_bytes += idx + 1 - pos
                 pos = idx + 1
-        if self._lost_at is not None:
-            self._lost_at -= pos  # keep it relative to the compacted buffer (may go negative)
         del buf[:pos]
         return out

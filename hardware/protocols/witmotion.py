@@ -224,6 +224,40 @@ def quaternion_of(packet: Packet) -> np.ndarray:
     return np.array(packet.values, dtype=float) * QUAT_SCALE
 
 
+def time_of(packet: Packet) -> int | None:
+    """The device clock of a 0x50 packet as microseconds since the start of its month (day,
+    hour, minute, second, millisecond), or None if a field is out of its calendar range."""
+    v = [x & 0xFFFF for x in packet.values]
+    _yy, mm, dd, hh = v[0] & 0xFF, v[0] >> 8, v[1] & 0xFF, v[1] >> 8
+    mi, ss, ms = v[2] & 0xFF, v[2] >> 8, v[3]
+    if not (1 <= mm <= 12 and 1 <= dd <= 31 and hh < 24 and mi < 60 and ss < 60 and ms < 1000):
+        return None
+    return ((((dd - 1) * 24 + hh) * 60 + mi) * 60 + ss) * 1_000_000 + ms * 1000
+
+
+#: Temperatures a working IMU can report, deg C (well beyond its operating range).
+PLAUSIBLE_TEMPERATURE_C = (-60.0, 150.0)
+#: A reported quaternion whose norm is further than this from 1 is garbage (all zeros: none sent).
+QUATERNION_NORM_TOLERANCE = 0.05
+
+
+def implausibility(temperature_c: float, quaternion: np.ndarray | None) -> str | None:
+    """Why one output cycle that passed its check sums cannot be a measurement, or None.
+
+    The 8-bit sum passes one damaged packet in 256. Acceleration and rate fill their int16
+    range exactly (16 g, 2000 deg/s), so no value of theirs is out of range; the temperature
+    (deg C, from the 0x51 packet) and the quaternion (4,) norm, when one is sent, are checked.
+    """
+    lo, hi = PLAUSIBLE_TEMPERATURE_C
+    if not lo <= temperature_c <= hi:
+        return "temperature"
+    if quaternion is not None:
+        norm = float(np.linalg.norm(quaternion))
+        if norm > 0.0 and abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
+            return "quaternion norm"
+    return None
+
+
 # --- host commands ---------------------------------------------------------------------------------
 
 

@@ -16,13 +16,21 @@ A cycle: ``state.begin_cycle`` (one robot snapshot), every input's ``read``, inf
 the finiteness check, every output's ``write``, ``state.end_cycle`` (one ``robot.write``), and,
 with data collection enabled, one row of every registered source. Unlike the reference, which
 collects at every ``update`` call (including skipped ticks), a row is written per completed cycle,
-so inputs and outputs in a row belong together (also in async mode).
+so inputs and outputs in a row belong together (also in async mode). A row that cannot be
+written fails that ``update`` (``fault`` names the data collection, ``collection_failures``
+counts them) but not the cycle: the command was sent and the policy keeps its rate.
+
+Threads: ``create``, ``init``, ``reset``, ``update`` and ``close`` may be called from any thread;
+one lock serialises them, so a ``reset`` from another thread waits for a running ``update`` and
+stops the async worker's thread before the buffers are zeroed. A dead inference thread is a
+fault: ``update`` returns ``False`` and ``fault`` names the thread.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 
 import numpy as np
@@ -80,7 +88,11 @@ class OnnxRLController:
         self.fault: str | None = None
         #: Failed cycles since construction.
         self.fault_count = 0
+        #: Rows the data collection failed to write (each fails its ``update``, not the cycle).
+        self.collection_failures = 0
+        self._collection_failed = False
         self._logged_fault: str | None = None
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ setup
     def context(self) -> OnnxContext:
@@ -100,6 +112,10 @@ class OnnxRLController:
         custom matchers registered through ``context()`` survive later calls (e.g. a reload).
         Returns ``False`` with the reason in ``error``.
         """
+        with self._lock:
+            return self._create(onnx_model_path, register_default_matchers, options, strict)
+
+    def _create(self, onnx_model_path, register_default_matchers, options, strict) -> bool:
         self._stop_worker()
         self._initialized = False
         self.error = None
@@ -124,6 +140,10 @@ class OnnxRLController:
         Returns ``False`` (reason in ``error``) if no model was created or a component cannot be
         served (unknown joint, missing sensor, ...). Ends with ``reset()``.
         """
+        with self._lock:
+            return self._init(enable_data_collection, mode)
+
+    def _init(self, enable_data_collection: bool, mode: WorkerMode) -> bool:
         self._stop_worker()
         self._initialized = False
         self.error = None
@@ -180,27 +200,40 @@ class OnnxRLController:
 
     # ------------------------------------------------------------------ running
     def reset(self) -> None:
-        """Zero every buffer (memory and step count restart at 0) and reset the worker."""
-        if self.runtime.is_initialized:
-            self.runtime.reset_buffers()
-        if self._worker is not None:
-            self._worker.reset()
-        self.fault = None
+        """Reset the worker (stopping its thread) and zero every buffer (memory and step count
+        restart at 0)."""
+        with self._lock:
+            if self._worker is not None:
+                self._worker.reset()
+            if self.runtime.is_initialized:
+                self.runtime.reset_buffers()
+            self.fault = None
+            self._collection_failed = False
 
     def update(self, t_us: int) -> bool:
         """One control tick at ``t_us`` (integer microseconds): read, infer, write when due.
 
         ``False`` if the cycle failed (``fault`` says why); the robot then keeps its last command.
+        Also ``False`` when the cycle's data-collection row was not written (the command was).
         """
-        if not self._initialized:
-            self._set_fault("the controller is not initialized: call create() and init() first")
+        with self._lock:
+            if not self._initialized:
+                return self._set_fault(
+                    "the controller is not initialized: call create() and init() first"
+                )
+            self._t_us = t_us
+            worker = self._worker
+            if worker.update(t_us):
+                if not self._collection_failed:
+                    return True
+                self._collection_failed = False
+                return self._set_fault(
+                    f"data collection failed at t_us={t_us}; the command was sent and the policy "
+                    "keeps its rate (see the collector's error)"
+                )
+            if self.fault is None:
+                self._set_fault(worker.fault or "the policy cycle failed")
             return False
-        self._t_us = t_us
-        if self._worker.update(t_us):
-            return True
-        if self.fault is None:
-            self._set_fault("the policy cycle failed")
-        return False
 
     @property
     def worker(self) -> Worker | None:
@@ -210,7 +243,8 @@ class OnnxRLController:
         self.fault = None
         state, command, rt = self.state, self.command, self.runtime
         if not state.begin_cycle(self._t_us):
-            return self._set_fault(f"{type(state).__name__}.begin_cycle failed (no robot state)")
+            why = getattr(state, "last_error", None) or "no robot state"
+            return self._set_fault(f"{type(state).__name__}.begin_cycle failed ({why})")
         for component, read in self._readers:
             if not read(rt, state, command):
                 return self._set_fault(f"input {component.name!r} has no value this cycle")
@@ -239,10 +273,10 @@ class OnnxRLController:
         if not state.end_cycle(self._t_us):
             return self._set_fault(f"{type(state).__name__}.end_cycle failed (command not sent)")
         if self._collect and not self.data_collection.collect_data(self._t_us):
-            return self._set_fault(
-                f"data collection failed at t_us={self._t_us}; see the collector's error"
-            )
-        self._logged_fault = None
+            self.collection_failures += 1
+            self._collection_failed = True  # reported by update; the cycle itself completed
+        else:
+            self._logged_fault = None
         return True
 
     def _set_fault(self, reason: str) -> bool:
@@ -262,9 +296,10 @@ class OnnxRLController:
 
     def close(self) -> None:
         """Stop the background worker and release the session (idempotent)."""
-        self._stop_worker()
-        self._initialized = False
-        self.runtime.close()
+        with self._lock:
+            self._stop_worker()
+            self._initialized = False
+            self.runtime.close()
 
     def __enter__(self) -> OnnxRLController:
         return self

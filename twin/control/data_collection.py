@@ -2,10 +2,13 @@
 
 Columns: ``t_us``, then one per element of each source in registration order (``prefix`` for a
 one-element source, ``prefix[i]`` otherwise). The header is written at the first collection,
-after which the set of sources is fixed. Each row is flushed to the operating system when it is
-written. A row that cannot be written is counted in ``rows_dropped``, its reason kept in
-``error`` and logged, and ``collect_data`` returns ``False`` (the controller then reports a
-fault): no row goes missing without a trace.
+after which the set of sources is fixed. Each row is written to the operating system when it is
+collected, through ``twin.line_file.LineFile``: the file only ever holds whole rows (a write
+that fails part-way, on a full disk, is cut back), so ``load_csv`` reads whatever made it. A
+row that cannot be written is counted in ``rows_dropped``, its reason kept in ``error`` and
+logged (once per new reason), and ``collect_data`` returns ``False`` (the controller then
+reports a fault of the collection, without changing the policy's rate): no row goes missing
+without a trace, and nothing raises.
 """
 
 from __future__ import annotations
@@ -13,11 +16,11 @@ from __future__ import annotations
 import logging
 import os
 import pathlib
-from typing import IO
 
 import numpy as np
 
 from twin.control.interfaces import DataCollectionInterface
+from twin.line_file import LineFile
 
 __all__ = ["CsvDataCollection", "load_csv"]
 
@@ -31,7 +34,9 @@ class CsvDataCollection(DataCollectionInterface):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = pathlib.Path(path)
         self._sources: dict[str, np.ndarray] = {}
-        self._file: IO[str] | None = None
+        self._file: LineFile | None = None
+        self._header_written = False
+        self._logged = False
         self._started = False
         self._closed = False
         self.rows_written = 0
@@ -70,31 +75,40 @@ class CsvDataCollection(DataCollectionInterface):
             if not self._started:
                 self._started = True
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("w", encoding="utf-8", newline="")
-                self._file.write(",".join(self.columns()) + "\n")
-            fields = [str(int(t_us))]
-            for view in self._sources.values():
-                fields += [format(float(x), _FLOAT_FORMAT) for x in view.tolist()]
-            self._file.write(",".join(fields) + "\n")
-            self._file.flush()
-        except (OSError, ValueError) as e:  # ValueError: I/O on a file closed underneath us
-            return self._drop(f"writing row at t_us={t_us} to {str(self.path)!r} failed: {e}")
+                self._file = LineFile(self.path)
+            elif self._file is None:
+                self._file = LineFile(self.path)  # opening failed before: try again
+        except OSError as e:
+            return self._drop(f"opening {str(self.path)!r} failed: {e}")
+        fields = [str(int(t_us))]
+        for view in self._sources.values():
+            fields += [format(float(x), _FLOAT_FORMAT) for x in view.tolist()]
+        if not self._header_written:
+            self._file.append(",".join(self.columns()))
+        self._file.append(",".join(fields))
+        result = self._file.flush()
+        if result.error is not None:
+            if not self._header_written and result.written:
+                self._header_written = True  # the header made it, the row did not
+            return self._drop(f"writing row at t_us={t_us}: {result.error}")
+        self._header_written = True
         self.rows_written += 1
         return True
 
     def _drop(self, reason: str) -> bool:
         self.rows_dropped += 1
+        if not self._logged:
+            self._logged = True
+            logger.error("data collection: %s (later failures are counted in rows_dropped)", reason)
         self.error = reason
-        logger.error("data collection: %s (%d row(s) dropped so far)", reason, self.rows_dropped)
         return False
 
     def close(self) -> None:
+        """Close the file (rows are already written); safe to call twice."""
         self._closed = True
-        if self._file is not None:
-            try:
-                self._file.close()
-            finally:
-                self._file = None
+        file, self._file = self._file, None
+        if file is not None:
+            file.close()
 
     def __enter__(self) -> CsvDataCollection:
         return self

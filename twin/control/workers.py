@@ -10,7 +10,12 @@ milliseconds, reaches the period, and the phase advances by exactly one period
 infers on a background thread, and writes finished results on the caller's thread at the next
 ``update``; a cycle boundary reached while inference still runs is skipped (an overrun:
 ``update`` returns ``True``); a failed inference latches a fault (``update`` returns ``False``)
-until ``reset``.
+until ``reset``, and so does an inference thread found dead (``fault`` names it): a worker whose
+thread is gone never reports success again.
+
+Threads: ``update``, ``reset`` and ``close`` of a worker may be called from any thread; they are
+serialised by one lock, so ``reset`` from another thread waits for a running ``update`` and
+then stops and joins the inference thread, which the next ``update`` starts afresh.
 
 One deviation: the reference subtracts unsigned time stamps, so a clock that jumps backwards
 fires at once; here a negative elapsed time does not fire.
@@ -67,6 +72,8 @@ class Worker(abc.ABC):
         self._write: Callback | None = None
         self._last_us = 0
         self._first = True
+        #: Why the worker is faulted (``update`` returns False until ``reset``), else None.
+        self.fault: str | None = None
 
     def set_callbacks(self, read_fn: Callback, work_fn: Callback, write_fn: Callback) -> bool:
         """Register the three callbacks (each returns ``True`` on success); ``False`` if one is None."""
@@ -120,8 +127,9 @@ class AsyncWorker(Worker):
     def __init__(self, update_rate_hz: float) -> None:
         super().__init__(update_rate_hz)
         self._cv = threading.Condition()
+        self._lifecycle = threading.RLock()  # update / reset / close, from any thread
         self._thread: threading.Thread | None = None
-        self._stop = False
+        self._generation = 0  # a thread runs while it matches; stopping moves it on
         self._requested = False
         self._working = False
         self._finished = False
@@ -144,10 +152,24 @@ class AsyncWorker(Worker):
         if self._read is None:
             logger.error("AsyncWorker: callbacks not set; call set_callbacks() before update()")
             return False
+        with self._lifecycle:
+            return self._update(t_us)
+
+    def _update(self, t_us: int) -> bool:
         if self._faulted:
             return False
         if self._first:
             self._start()
+        elif self._thread is None or not self._thread.is_alive():
+            self._faulted = True
+            self.fault = (
+                "the worker is closed; call reset() to start it again"
+                if self._thread is None
+                else f"the inference thread {self._thread.name!r} is dead; no policy output "
+                "will come until reset()"
+            )
+            logger.error("AsyncWorker: %s", self.fault)
+            return False
         due = self._due(t_us)
 
         with self._cv:  # consume work finished since the last tick
@@ -181,42 +203,51 @@ class AsyncWorker(Worker):
 
     def reset(self) -> None:
         """Stop the background thread, clear the fault and the phase (restarts on next update)."""
-        self._stop_thread()
-        super().reset()
-        self.consecutive_overruns = 0
-        self._faulted = False
+        with self._lifecycle:
+            self._stop_thread()
+            super().reset()
+            self.consecutive_overruns = 0
+            self._faulted = False
+            self.fault = None
 
     def close(self) -> None:
-        self._stop_thread()
+        with self._lifecycle:
+            self._stop_thread()
 
     def _start(self) -> None:
         if self._thread is not None:
             return
         with self._cv:
-            self._stop = False
             self._requested = self._working = self._finished = False
             self._successful = True
-        self._thread = threading.Thread(target=self._loop, name="AsyncWorker", daemon=True)
-        self._thread.start()
+            generation = self._generation
+        thread = threading.Thread(
+            target=self._loop, args=(generation,), name="AsyncWorker", daemon=True
+        )
+        thread.start()
+        self._thread = thread
 
     def _stop_thread(self) -> None:
         thread, self._thread = self._thread, None
         if thread is None:
             return
         with self._cv:
-            self._stop = True
-            self._cv.notify()
+            self._generation += 1  # a thread that outlives the join never publishes again
+            self._cv.notify_all()
         thread.join(_JOIN_TIMEOUT_S)
         if thread.is_alive():
             logger.error(
                 "AsyncWorker: inference thread did not stop within %.1f s", _JOIN_TIMEOUT_S
             )
 
-    def _loop(self) -> None:
+    def _loop(self, generation: int) -> None:
+        def stopped() -> bool:
+            return self._generation != generation
+
         while True:
             with self._cv:
-                self._cv.wait_for(lambda: self._stop or self._requested)
-                if self._stop:
+                self._cv.wait_for(lambda: stopped() or self._requested)
+                if stopped():
                     return
                 self._requested = False
                 self._working = True
@@ -225,11 +256,13 @@ class AsyncWorker(Worker):
             except Exception:  # a crashing callback must latch the fault, not kill the loop
                 logger.exception("AsyncWorker: work function raised")
                 success = False
-            if not success:
-                logger.error("AsyncWorker: work function failed; faulted until reset()")
             with self._cv:
+                if stopped():  # reset meanwhile: this result belongs to no cycle
+                    return
                 self._working = False
                 self._finished = True
                 self._successful = success
                 if not success:
+                    logger.error("AsyncWorker: work function failed; faulted until reset()")
                     self._faulted = True
+                    self.fault = "the work function (inference) failed"

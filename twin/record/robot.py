@@ -38,6 +38,7 @@ from twin.robot import (
     JointCommand,
     Robot,
     RobotState,
+    WrenchBatch,
 )
 from twin.spatial import quaternion as quat
 
@@ -213,6 +214,10 @@ class RecordingRobot(Robot):
 
     def diagnostics(self) -> ControlDiagnostics:
         return self._inner.diagnostics()
+
+    def wrench_samples(self) -> WrenchBatch:
+        """The wrapped robot's queue of F/T samples (every frame, for the F/T service's log)."""
+        return self._inner.wrench_samples()
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._inner, name)  # raises AttributeError as the robot would

@@ -9,7 +9,7 @@ from twin.sensors.errors import (
     NotConnectedError,
 )
 from twin.sensors.filters import LowPassBank, butterworth_biquad
-from twin.sensors.ft_service import Calibration, FtSensorService
+from twin.sensors.ft_service import Calibration, FtSensorService, FtServiceHealth
 from twin.sensors.ports import WrenchState
 from twin.sensors.sampling import TareResult
 
@@ -18,6 +18,7 @@ __all__ = [
     "Calibration",
     "FtError",
     "FtSensorService",
+    "FtServiceHealth",
     "FtSystemError",
     "InvalidArgumentError",
     "LowPassBank",

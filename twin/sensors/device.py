@@ -14,6 +14,9 @@ ADC_CLOCK_HZ = 51200.0  # output rate = ADC_CLOCK_HZ / sinc_length
 SINC_MIN, SINC_MAX = 64, 2048  # standard sensors
 COMMAND_MAX_CHARS = 64  # "Each command is at most 64 characters"
 DEFAULT_FILTER_FLAGS = (0, 0, 1)  # chop, fast, fir_disable as the vendor host driver sends them
+#: Measuring range per axis of the modelled sensor, (6,) N, N m ``[fx, fy, fz, tx, ty, tz]``:
+#: the sim flags over-range beyond it; drivers refuse values far beyond it as implausible.
+MEASURING_RANGE = (200.0, 200.0, 400.0, 8.0, 8.0, 8.0)
 
 
 def rate_of_sinc(sinc: int) -> float:

@@ -1,7 +1,8 @@
 """F/T sensor services over any ``twin.robot.Robot`` (after ``docs/reference/ft-services.md``).
 
-The service processes samples on ``update()``, called once per control cycle: a sample with a new
-time stamp ``t_us`` goes through
+The service processes samples on ``update()``, called once per control cycle: every sample the
+backend received since the previous call (``Robot.wrench_samples``, several per cycle when the
+sensor runs faster than the loop) goes through
 
     calibrated = G @ raw + b      only if the device flags the sample RAW (calibration use off);
                                   otherwise the device has applied its own G, b already
@@ -9,7 +10,10 @@ time stamp ``t_us`` goes through
     published  = filtered - tare offset          (physical sensor frame)
 
 and is then published on the ``wrench`` port (in the sensor frame set by ``set_sensor_frame``) and
-on one port per exported frame (``export_frame``), each a ``WrenchTf``, and written to the logs.
+on one port per exported frame (``export_frame``), each a ``WrenchTf``, and written to the logs
+(every received sample, so ``log_info`` is exact). ``health()`` counts what did not make it:
+samples lost to the backend's queue overflow, samples the backend rejected as implausible, and
+log write failures (a full disk is a fault of the log, never an exception in ``update``).
 
 Frames: the *physical* sensor frame is the ``ft_sensor`` link frame. ``set_sensor_frame(intrinsic,
 x, y, z, yaw, pitch, roll)`` defines the published sensor frame: relative to the physical sensor
@@ -32,15 +36,14 @@ then ``update()``. A control loop that owns the robot uses ``begin_tare`` and ke
 ``update()``. The tare window also gives the covariances published with each sample (sample
 covariance of the filtered wrench, rotated into each port's frame); they are None before a tare.
 
-Rate: ``hz()`` is measured from the time stamps of the last second of samples. While the control
-loop keeps up with the sensor this is a true measurement; when it is slower, the samples it could
-not see are counted from the nominal period (``sampling.SampleCounter``), so the figure then
-leans on it. The low-pass is
-designed for the rate the service sees: ``min(device rate, 1 / control period)``; a cut-off that
-a rate change puts at or above Nyquist switches that axis off (with a logged warning).
+Rate: ``hz()`` is measured from the time stamps of the last second of received samples
+(``sampling.SampleCounter``): samples lost on the way lower it.
+The low-pass is designed for the device rate (every sample goes through it); a cut-off that a
+rate change puts at or above Nyquist switches that axis off (with a logged warning).
 Payload: ``set_payload_compensation(PayloadCompensation | None)`` (``twin.sensors.payload``)
 subtracts an identified load's weight (and offsets) from every published wrench, using the
-sensor pose of each sample, so the ports carry the contact wrench.
+sensor pose of the cycle (the joint state read with the samples), so the ports carry the contact
+wrench.
 
 Single-threaded: call every method from the thread that runs the control loop.
 """
@@ -54,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.robot import FtStatus, Robot, RobotState
+from twin.robot import FtStatus, Robot, RobotState, WrenchBatch, WrenchSample
 from twin.sensors import device as dev
 from twin.sensors.errors import (
     BadDeviceError,
@@ -80,6 +83,28 @@ class Calibration:
     G: np.ndarray
     b: np.ndarray
     source: str
+
+
+@dataclass(frozen=True)
+class FtServiceHealth:
+    """What the F/T service saw since ``connect`` (``FtSensorService.health()``).
+
+    processed: samples filtered and published. lost: samples the backend received but could not
+    hand over (queue overflow). rejected: samples the backend dropped as implausible.
+    log_missed / log_total: as ``log_info``. log_fault: the first log write failure of the current
+    (or last) logging session, or None.
+    """
+
+    processed: int
+    lost: int
+    rejected: int
+    log_missed: int
+    log_total: int
+    log_fault: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.rejected == 0 and self.log_fault is None
 
 
 class FtSensorService:
@@ -109,9 +134,14 @@ class FtSensorService:
         self._tare_result: TareResult | None = None
         self._ports = FramePorts()
         self._logs: list[WrenchLog] = []
-        self._last_t_us: int | None = None
         self._counter = SampleCounter()
         self._payload = None  # twin.sensors.payload.PayloadCompensation
+        self._processed = self._lost = self._rejected = 0
+        self._carry: tuple[WrenchSample, ...] = ()
+        self._last_t_us: int | None = None
+        # A backend with a queue overrides Robot.wrench_samples; without one the service takes
+        # the latest sample of the state it reads anyway (no second read per cycle).
+        self._queued = type(robot).wrench_samples is not Robot.wrench_samples
 
     # ----------------------------------------------------------------- connection
     def connect(self) -> None:
@@ -133,6 +163,9 @@ class FtSensorService:
             dev.command(device, "R", "R")  # back to streaming whatever the dump said
         self._connected = True
         self._config_mode = False
+        self._processed = self._lost = self._rejected = 0
+        # Of what arrived before the connection only the latest sample is processed.
+        self._carry = self._robot.wrench_samples().samples[-1:] if self._queued else ()
         self._reconfigure()
 
     def disconnect(self) -> None:
@@ -189,32 +222,57 @@ class FtSensorService:
         self._counter.reset()
 
     def _filter_rate_hz(self) -> float:
-        return min(self._device.rate_hz, 1.0 / self._robot.control_period_s)
+        return self._device.rate_hz
 
     # ----------------------------------------------------------------- cycle
     def update(self, state: RobotState | None = None) -> bool:
-        """Process the latest sample (from ``state`` or ``robot.read()``) if its time stamp is
-        new: filter, tare, publish, log. Returns True if a new sample was processed."""
+        """Process every sample received since the last call (``robot.wrench_samples()``; for a
+        backend without a queue, the state's sample if its time stamp is new): filter, tare,
+        publish, log. ``state`` (default ``robot.read()``) gives the joint state
+        for world-fixed frames. Returns True if a new sample was processed. Never raises for a
+        log write failure (``health()`` reports it)."""
         self._require_connected()
+        if not self._queued:  # a backend without a queue: the latest sample of the state
+            if state is None:
+                state = self._robot.read()
+            new = state.wrench is not None and state.wrench.t_us != self._last_t_us
+            batch = WrenchBatch((state.wrench,) if new else ())
+        else:
+            batch = self._robot.wrench_samples()
+        if batch.lost or batch.rejected:
+            self._lost += batch.lost
+            self._rejected += batch.rejected
+            for log in self._logs:
+                log.skip(batch.lost)
+        samples = batch.samples
+        if self._carry:
+            samples, self._carry = self._carry + samples, ()
+        if not samples:
+            return False
+        self._last_t_us = samples[-1].t_us
         if state is None:
             state = self._robot.read()
-        sample = state.wrench
-        if sample is None or sample.t_us == self._last_t_us:
-            return False
-        t_us = sample.t_us
-        advance = self._counter.advance(t_us, self._device.rate_hz)
-        self._last_t_us = t_us
-        published = self._condition(sample)
-        pose = None
-        if published is not None and (self._ports.needs_world or self._payload is not None):
-            pose = self._world_T_sensor(state)
-        if published is not None and self._payload is not None:
-            published = self._payload.apply(published, pose)
+        payload = self._payload
+        needs_pose = self._ports.needs_world or payload is not None
+        pose = self._world_T_sensor(state) if needs_pose else None
+        published = np.empty((len(samples), 6))
+        finite = []  # which samples had a value (a non-finite one is published without)
+        for row, sample in zip(published, samples):
+            self._counter.advance(sample.t_us)
+            wrench = self._condition(sample)
+            if wrench is not None and payload is not None:
+                wrench = payload.apply(wrench, pose)
+            row[:] = np.nan if wrench is None else wrench
+            finite.append(wrench is not None)
+        self._processed += len(samples)
+        last = samples[-1]
         cov = self._cov if self._publish_cov else None
-        states = self._ports.publish(t_us, sample.status, published, pose, cov)
-        if published is not None:
-            for log in self._logs:
-                log.record(t_us, states[log.frame].wrench, advance)
+        rows = self._ports.publish(last.t_us, last.status, published, pose, cov)
+        for log in self._logs:
+            frame_rows = rows[log.frame].tolist()
+            for sample, ok, row in zip(samples, finite, frame_rows):
+                if ok:
+                    log.record(sample.t_us, row)
         return True
 
     def _condition(self, sample) -> np.ndarray | None:
@@ -447,8 +505,15 @@ class FtSensorService:
             log.close()
 
     def log_info(self) -> tuple[int, int]:
-        """``(missed, total)`` log entries of the current (or last) logging session."""
+        """``(missed, total)`` log entries of the current (or last) logging session, exact: every
+        due sample is counted, and missed are those not on disk (module doc of ``wrench_log``)."""
         return sum(lg.missed for lg in self._logs), sum(lg.total for lg in self._logs)
+
+    def health(self) -> FtServiceHealth:
+        """Samples processed, lost and rejected since ``connect``, and the logs' state."""
+        missed, total = self.log_info()
+        fault = next((lg.fault for lg in self._logs if lg.fault is not None), None)
+        return FtServiceHealth(self._processed, self._lost, self._rejected, missed, total, fault)
 
 
 def _three(name: str, values) -> np.ndarray:

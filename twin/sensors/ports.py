@@ -63,6 +63,7 @@ class _Port:
     intrinsic: bool
     tf: WrenchTf
     latest: WrenchState | None = None
+    matrix: np.ndarray | None = None  # a body-fixed port's constant (6, 6) map, once resolved
 
 
 class FramePorts:
@@ -73,7 +74,6 @@ class FramePorts:
         self._exports: dict[str, tuple[bool, SE3]] = {}
         self._ports: dict[str, _Port] = {}
         self.needs_world = False  # some port is world-fixed: publish needs world_T_sensor
-        self._out = np.zeros(6)
         self._rebuild()
 
     def set_sensor_frame(self, intrinsic: bool, pose: SE3) -> None:
@@ -125,29 +125,36 @@ class FramePorts:
         self,
         t_us: int,
         status: FtStatus,
-        wrench: np.ndarray | None,
+        wrenches: np.ndarray,
         world_T_sensor: np.ndarray | None,
         cov: np.ndarray | None,
-    ) -> dict[str, WrenchState]:
-        """Publish ``wrench`` (6,) in the physical sensor frame (None: not finite) on every
-        port; ``world_T_sensor`` (4, 4) when ``needs_world``; ``cov`` (6, 6) its covariance or
-        None. Returns the new states by port name."""
+    ) -> dict[str, np.ndarray]:
+        """Publish a batch of samples on every port: ``wrenches`` (n, 6) in the physical sensor
+        frame, oldest first, a row of nan where a sample was not finite; ``world_T_sensor``
+        (4, 4) when ``needs_world`` (one pose for the batch); ``cov`` (6, 6) or None. Each
+        port's latest state becomes the last row's (time stamp ``t_us``, ``status``). Returns
+        every row in each port's frame, (n, 6) by port name (nan rows stay nan)."""
         sec, usec = divmod(t_us, 1_000_000)
         pose = _IDENTITY4 if world_T_sensor is None else world_T_sensor
+        last_finite = bool(np.isfinite(wrenches[-1]).all())
         out = {}
         for name, port in self._ports.items():
-            force = torque = force_cov = torque_cov = None
-            if wrench is not None:
+            m = port.matrix
+            if m is None:  # world-fixed: the map follows the sensor pose of this batch
                 port.tf.set_fixed_to_moving_frame_matrix(pose, t_us)
-                port.tf.update(wrench, self._out)
-                force, torque = self._out[:3].copy(), self._out[3:].copy()
+                m = port.tf.matrix()
+                if port.intrinsic:
+                    port.matrix = m  # body-fixed: it never changes until the frames do
+            rows = np.full_like(wrenches, np.nan) if m is None else wrenches @ m.T
+            force = torque = force_cov = torque_cov = None
+            if m is not None and last_finite:
+                force, torque = rows[-1, :3].copy(), rows[-1, 3:].copy()
                 if cov is not None:
-                    m = port.tf.matrix()
                     c = m @ cov @ m.T
                     force_cov, torque_cov = c[:3, :3][_UPPER], c[3:, 3:][_UPPER]
             port.latest = WrenchState(
                 t_us, sec, usec * 1000, port.intrinsic, force, torque, force_cov, torque_cov,
                 name, status,
             )  # fmt: skip
-            out[name] = port.latest
+            out[name] = rows
         return out

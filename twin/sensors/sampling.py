@@ -1,5 +1,4 @@
-"""Sample bookkeeping of the F/T services: the implied sample count behind ``hz()`` and log
-decimation, and the tare window."""
+"""Sample bookkeeping of the F/T services: the sample count behind ``hz()`` and the tare window."""
 
 from __future__ import annotations
 
@@ -13,52 +12,34 @@ HZ_WINDOW_S = 1.0
 
 
 class SampleCounter:
-    """Counts sensor samples from the time stamps of the samples the control loop sees.
-
-    A gap under 1.5 nominal periods is one sample, so the rate is truly measured while the loop
-    keeps up with the sensor. A longer gap means the loop skipped samples: it counts
-    ``round(gap / period)`` with the rounding remainder carried to the next gap, so time stamps
-    quantised by a slower clock (the sim's physics step) do not alias; the rate then leans on the
-    nominal period.
-    """
+    """The measured sample rate: received samples per second of their time stamps, over the
+    last ``HZ_WINDOW_S``. Every sample counts once (the service sees every received sample), so
+    samples lost before reception lower the figure: it is what arrived, not what was sent."""
 
     def __init__(self) -> None:
-        self._stamps: collections.deque = collections.deque()  # (t_us, implied sample index)
-        self._carry = 0.0
-        self._last_t_us: int | None = None
+        self._stamps: collections.deque = collections.deque()  # (t_us, sample index)
 
     def reset(self) -> None:
         """Forget the history (after a rate change)."""
         self._stamps.clear()
 
-    def advance(self, t_us: int, rate_hz: float) -> int:
-        """Register the sample at ``t_us`` (nominal rate ``rate_hz``); returns the number of
-        sensor samples since the previous one seen (1 when none was skipped)."""
-        stamps, last = self._stamps, self._last_t_us
-        self._last_t_us = t_us
-        if last is None or t_us < last or not stamps:
+    def advance(self, t_us: int) -> None:
+        """Register one received sample at ``t_us`` (a time stamp before the last restarts)."""
+        stamps = self._stamps
+        if not stamps or t_us < stamps[-1][0]:
             stamps.clear()
             stamps.append((t_us, 0))
-            self._carry = 0.0
-            return 1
-        ratio = (t_us - last) * rate_hz * 1e-6
-        if ratio < 1.5:
-            step, self._carry = 1, 0.0
-        else:
-            x = ratio + self._carry
-            step = max(1, round(x))
-            self._carry = x - step
-        stamps.append((t_us, stamps[-1][1] + step))
+            return
+        stamps.append((t_us, stamps[-1][1] + 1))
         while len(stamps) > 2 and t_us - stamps[1][0] >= HZ_WINDOW_S * 1e6:
             stamps.popleft()
-        return step
 
     def hz(self) -> float:
-        """Samples per second over the window (0 before two samples)."""
+        """Samples per second over the window (0 before two samples with distinct stamps)."""
         if len(self._stamps) < 2:
             return 0.0
         (t0, k0), (t1, k1) = self._stamps[0], self._stamps[-1]
-        return (k1 - k0) * 1e6 / (t1 - t0)
+        return 0.0 if t1 == t0 else (k1 - k0) * 1e6 / (t1 - t0)
 
 
 @dataclass(frozen=True)
