@@ -15,9 +15,10 @@ import pytest
 import serial
 from twin.hardware.clock import ManualClock
 from twin.hardware.config import load_config
+from twin.hardware.drivers.dynamixel_bus import DynamixelBus
 from twin.hardware.emulator import IdealSource, ServoChainEmulator
 from twin.hardware.emulator.sources import Drive, DriveKind
-from twin.hardware.errors import ProtocolError
+from twin.hardware.errors import DeviceStatusError, ProtocolError
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.dynamixel_table import ALERT_BIT, HardwareError, XTable
 
@@ -199,3 +200,61 @@ def test_codec_round_trip_and_refusals():
     assert dxl.fast_sync_read(132, 4, [1, 2]).instruction == 0x8A
     assert dxl.fast_bulk_read([(1, 132, 4)]).params == bytes([1, 132, 0, 4, 0])
     assert dxl.fast_bulk_read([(1, 132, 4)]).instruction == 0x9A
+
+
+# --------------------------------------------------------------------------- the serial driver
+def _bus(tmp_path, fast_read_servos: bool, **kw):
+    config = load_config()
+    emu = ServoChainEmulator(
+        IdealSource(Q0), config.joint_map(), ManualClock(), link_dir=tmp_path,
+        fast_read=fast_read_servos,
+    )  # fmt: skip
+    return emu, DynamixelBus(emu.port.path, reply_timeout_s=0.2, **kw).open()
+
+
+@pytest.mark.parametrize("servos_have_it", [True, False])
+def test_driver_reads_present_values_with_fast_sync_read_where_supported(tmp_path, servos_have_it):
+    emu, bus = _bus(tmp_path, servos_have_it)
+    try:
+        assert bus.uses_fast_read(IDS) is None
+        first = bus.read_present(IDS)
+        assert bus.uses_fast_read(IDS) is servos_have_it
+        assert bus.stats.fast_read_refusals == (0 if servos_have_it else 1)
+        n0, fast0 = bus.stats.transactions, bus.stats.fast_reads
+        second = bus.read_present(IDS)
+        assert bus.stats.transactions == n0 + 1  # one transaction a cycle, no probe again
+        assert bus.stats.fast_reads == fast0 + servos_have_it
+        assert bus.stats.timeouts == 0 and bus.stats.stray_packets == 0
+        want = bus.sync_read(126, 10, IDS)  # the clock stands still: the same values
+        for pv in (first, second):
+            got = [
+                int(c).to_bytes(2, "little", signed=True)
+                + int(v).to_bytes(4, "little", signed=True)
+                + int(p).to_bytes(4, "little", signed=True)
+                for c, v, p in zip(pv.current, pv.velocity, pv.position)
+            ]
+            assert got == want and pv.ids == tuple(IDS) and not pv.alert.any()
+        emu.inject_hardware_error(4)
+        assert bus.read_present(IDS).alert.tolist() == [False, False, False, True, False, False]
+        assert bus.alert_ids == {4}
+    finally:
+        bus.close()
+        emu.close()
+
+
+def test_driver_fast_read_can_be_switched_off_and_fast_bulk_read(tmp_path):
+    emu, bus = _bus(tmp_path, True, fast_read=False)
+    try:
+        bus.read_present(IDS)
+        assert bus.stats.fast_reads == 0 and bus.uses_fast_read(IDS) is False
+        assert bus.fast_bulk_read([(2, 7, 1), (5, 0, 2)]) == [
+            bytes([2]),
+            (1020).to_bytes(2, "little"),
+        ]
+        assert bus.fast_sync_read(7, 1, [3, 1]) == [bytes([3]), bytes([1])]
+        assert bus.stats.fast_reads == 2
+        with pytest.raises(DeviceStatusError, match=r"servo 1 answered instruction 0x8A .* ACCESS"):
+            bus.fast_sync_read(XTable.SIZE - 1, 2, [1])
+    finally:
+        bus.close()
+        emu.close()
