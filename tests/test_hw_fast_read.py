@@ -10,6 +10,8 @@ Its CRC is the textbook bitwise CRC-16 (poly 0x8005, init 0, MSB first), not our
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import serial
@@ -258,3 +260,15 @@ def test_driver_fast_read_can_be_switched_off_and_fast_bulk_read(tmp_path):
     finally:
         bus.close()
         emu.close()
+
+
+def test_paced_replies_take_their_wire_time_and_keep_their_bytes(chain):
+    """With ``wire_baud`` the same bytes arrive, no sooner than 10 bits a byte allow (a lower
+    bound only: a loaded machine may add to it, never take from it)."""
+    emu, port, *_ = chain
+    lengths = [10] * 6
+    raw = ask(port, dxl.fast_sync_read(126, 10, IDS), lengths)
+    emu.wire_baud = 9600
+    t0 = time.perf_counter()
+    assert ask(port, dxl.fast_sync_read(126, 10, IDS), lengths) == raw
+    assert time.perf_counter() - t0 >= (len(raw) + 16) * 10 / 9600  # reply and instruction

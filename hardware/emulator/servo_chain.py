@@ -10,6 +10,8 @@ reply). With ``fast_read=False`` the servos are of a firmware without the fast r
 0x8A and 0x9A, as any broadcast instruction they do not know. Writes are checked: undefined or read-only addresses and EEPROM writes while torque is
 on answer ACCESS, out-of-range values DATA_RANGE / DATA_LIMIT, partial registers DATA_LENGTH. A
 latched hardware error sets the alert bit of every status packet and turns the torque off.
+``wire_baud`` (off by default: a pty has no wire time) makes each reply arrive when its last
+byte would at that baud rate, so a benchmark sees what six status packets cost against one.
 
 The servos move a ``PhysicsSource``: torque enable, operating mode, goals and gains become a
 ``Drive`` per joint through the ``JointMap`` (current mode: goal current x torque constant;
@@ -178,6 +180,9 @@ class ServoChainEmulator:
         self.joint_of = {pid: j for j, pid in enumerate(joint_map.ids)}
         self.parser = dxl.DynamixelStreamParser()
         self.reply_delay_s = 0.0
+        #: Baud rate whose wire time the replies take (None: they leave at once, as on a pty).
+        self.wire_baud: int | None = None
+        self._received_at, self._instruction_bytes = 0.0, 0
         self.instructions = 0
         self._lock = threading.Lock()
         self._refresh()
@@ -248,6 +253,8 @@ class ServoChainEmulator:
     def _on_data(self, data: bytes) -> None:
         for packet in self.parser.feed(data):
             if isinstance(packet, dxl.InstructionPacket):
+                self._received_at = time.perf_counter()
+                self._instruction_bytes = dxl.MIN_PACKET_LENGTH + len(packet.params)
                 with self._lock:
                     self.instructions += 1
                     replies = self._handle(packet)
@@ -256,7 +263,11 @@ class ServoChainEmulator:
     def _send(self, replies: list[tuple[EmulatedServo, bytes]]) -> None:
         """Each reply (wire bytes) leaves after its servo's return delay (and any injected delay);
         replies without a delay leave in one write (the same bytes on the wire, fewer thread
-        switches). A fast read's aggregate packet waits for its first servo's delay only."""
+        switches). A fast read's aggregate packet waits for its first servo's delay only. With
+        ``wire_baud`` set, a reply arrives when its last byte would (10 bits a byte), after the
+        instruction's own bytes and the replies before it."""
+        if self.wire_baud:
+            return self._send_paced(replies)
         batch = bytearray()
         for servo, raw in replies:
             delay = self.reply_delay_s + servo.get(XTable.RETURN_DELAY_TIME) * Units.RETURN_DELAY_S
@@ -268,6 +279,17 @@ class ServoChainEmulator:
             batch += raw
         if batch:
             self.port.write(bytes(batch))
+
+    def _send_paced(self, replies: list[tuple[EmulatedServo, bytes]]) -> None:
+        byte_s = 10.0 / self.wire_baud
+        due = self._received_at + self._instruction_bytes * byte_s
+        for servo, raw in replies:
+            delay = self.reply_delay_s + servo.get(XTable.RETURN_DELAY_TIME) * Units.RETURN_DELAY_S
+            due = max(due, time.perf_counter()) + delay + len(raw) * byte_s
+            wait = due - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            self.port.write(raw)
 
     def _targets(self, pid: int) -> list[EmulatedServo]:
         if pid == BROADCAST_ID:
