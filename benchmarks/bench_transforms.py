@@ -15,16 +15,36 @@ frame) for the 6-vector transformers, with a moving-frame transform that is not 
   ``quaternion.to_matrix``; ``batch.compose_pose7`` for poses).
 Targets: single update <= 10 us median; batch >= 2e6 samples/s.
 
+Against the vendor's own library, ``bota-tf-utils`` from the package registry (C++ with Python
+bindings; ``pip install bota-tf-utils`` or our ``vendor`` extra; without it those columns are
+skipped and the run says so), in the same run and on the same configurations and data: its
+single ``update`` (and ``set_fixed_to_moving_frame_tf`` + ``update``) against ours, and its
+fastest per-sample loop (``zip`` over preallocated rows) against our ``update_batch``; the outputs
+are checked to agree first. Targets: our update within 2x of the vendor's; our batch >= 10x its
+loop.
+
     python benchmarks/bench_transforms.py [--quick] [--seed N]
 """
 
 from __future__ import annotations
+
+from importlib import metadata
 
 import numpy as np
 from twin.benchmarks._report import emit_json, parse_args, print_table, rate, time_calls
 
 from twin.spatial import SE3, batch, quaternion
 from twin.transforms import ImuTf, PoseTf, Rotation, TfConfig, Translation, TwistTf, WrenchTf
+
+try:  # the vendor's library: optional (module doc)
+    import bota_tf_utils as vendor
+except ImportError:
+    vendor = None
+
+VENDOR_CLASS = {"WrenchTf": "BotaTfWrench", "TwistTf": "BotaTfTwist", "ImuTf": "BotaTfImu",
+                "PoseTf": "BotaTfPose"}  # fmt: skip
+TARGET_VENDOR_UPDATE = 2.0  # ours / vendor's median update at most
+TARGET_VENDOR_BATCH = 10.0  # our batch / the vendor's loop at least
 
 SIX = {"WrenchTf": WrenchTf, "TwistTf": TwistTf, "ImuTf": ImuTf}
 IN_POINT, OUT_POINT = np.array([0.0, 0.0, 0.05]), np.array([0.1, 0.0, 0.0])
@@ -96,6 +116,68 @@ def np_pose_batch(x: np.ndarray) -> np.ndarray:
     return batch.compose_pose7(batch.compose_pose7(left, x), right)
 
 
+# ------------------------------------------------------------------ the vendor's library
+def vendor_tf(name: str, config: TfConfig):
+    """The vendor's transformer of ``name`` built from the same configuration."""
+    cfg = vendor.BotaTfConfig()
+    for attr in ("input_ref_point", "output_ref_point", "input_expr_axes", "output_expr_axes"):
+        entry = getattr(config, attr)
+        if attr.endswith("point"):
+            v = vendor.Translation()
+            v.translation = [float(c) for c in entry.translation]
+        else:
+            v = vendor.Rotation()
+            v.rotation = [float(c) for c in entry.rotation]
+        v.origin = str(getattr(entry.origin, "value", entry.origin))
+        setattr(cfg, attr, v)
+    return getattr(vendor, VENDOR_CLASS[name])(cfg)
+
+
+def vendor_loop(tf, x: np.ndarray, tfs: np.ndarray | None, out: np.ndarray) -> None:
+    """The vendor's per-sample loop over a log, in its fastest Python form."""
+    update = tf.update
+    if tfs is None:
+        for xk, ok in zip(x, out):
+            update(xk, ok)
+        return
+    push = tf.set_fixed_to_moving_frame_tf
+    for xk, tk, ok in zip(x, tfs, out):
+        push(tk)
+        update(xk, ok)
+
+
+def vendor_figures(name, ours_tf, config, x, tfs, repeats, n_loop, min_time) -> dict:
+    """The vendor's update (and set + update) latency (us) and loop rate (samples/s), after
+    checking that its outputs agree with ours on the first ``n_loop`` rows."""
+    tf = vendor_tf(name, config)
+    xin, out = x[0].copy(), np.empty(x.shape[1])
+    loop_tfs = None if tfs is None else tfs[:n_loop]
+    yv = np.empty_like(x[:n_loop])
+    vendor_loop(tf, x[:n_loop], loop_tfs, yv)
+    args = (x[:n_loop],) if tfs is None else (x[:n_loop], loop_tfs)
+    ours = ours_tf.update_batch(*args)[1]
+    if name == "PoseTf":  # the vendor does not canonicalise quaternions
+        yv[:, 3:] *= np.where(yv[:, 3:4] < 0.0, -1.0, 1.0)
+    assert np.allclose(yv, ours, atol=1e-9), f"{name}: the vendor's output differs from ours"
+    fig = {
+        "update_median_us": float(np.median(time_calls(lambda: tf.update(xin, out), repeats) * 1e6))
+    }
+    if tfs is not None:
+        tf0 = tfs[0].copy()
+        fig["set_and_update_median_us"] = float(
+            np.median(
+                time_calls(
+                    lambda: (tf.set_fixed_to_moving_frame_tf(tf0), tf.update(xin, out)), repeats
+                )
+                * 1e6
+            )
+        )
+    fig["loop_msps"] = (
+        rate(lambda: vendor_loop(tf, x[:n_loop], loop_tfs, yv), n_loop, min_time) / 1e6
+    )
+    return fig
+
+
 # ------------------------------------------------------------------ measurement
 def unit_rows(rng: np.random.Generator, n: int) -> np.ndarray:
     q = rng.normal(size=(n, 4))
@@ -112,7 +194,8 @@ def main() -> None:
     tfs = np.hstack((rng.uniform(-1, 1, (n_batch, 3)), unit_rows(rng, n_batch)))
     x7 = np.hstack((rng.uniform(-1, 1, (n_batch, 3)), unit_rows(rng, n_batch)))
     tf0 = tfs[0]
-    rows, figures = [], {}
+    n_vendor = 20_000 if args.quick else 100_000
+    rows, figures, vendor_figs = [], {}, {}
     for name, cls in SIX.items():
         tf = cls(SIX_CONFIG)
         tf.set_fixed_to_moving_frame_tf(tf0)
@@ -153,6 +236,10 @@ def main() -> None:
         b_ref = rate(lambda name=name: np_batch(name, x6, tfs), n_batch, min_time)
         rows.append(_row(name, ours, loop, ref, dot, ref_loop, b_ours, b_static, b_ref))
         figures[name] = _figures(ours, loop, ref, dot, ref_loop, b_ours, b_static, b_ref)
+        if vendor is not None:
+            vendor_figs[name] = vendor_figures(
+                name, tf, SIX_CONFIG, x6, tfs, repeats, n_vendor, min_time
+            )
     pose = PoseTf(POSE_CONFIG)
     out, xin = np.empty(7), x7[0].copy()
     assert np.allclose(np_pose_single(xin), pose.update(xin)[1], atol=1e-12)
@@ -164,6 +251,10 @@ def main() -> None:
     b_ref = rate(lambda: np_pose_batch(x7), n_batch, min_time)
     rows.append(_row("PoseTf", ours, None, ref, None, None, b_ours, None, b_ref))
     figures["PoseTf"] = _figures(ours, None, ref, None, None, b_ours, None, b_ref)
+    if vendor is not None:
+        vendor_figs["PoseTf"] = vendor_figures(
+            "PoseTf", pose, POSE_CONFIG, x7, None, repeats, n_vendor, min_time
+        )
     print_table(
         "Transformer update latency (us) and batch throughput (million samples/s)",
         ["transformer", "update med", "p99", "numpy med", "speed-up", "np.dot 6x6", "set+update med",
@@ -173,10 +264,66 @@ def main() -> None:
     single_ok = all(f["update_median_us"] <= 10.0 for f in figures.values())
     batch_ok = all(f["batch_per_row_msps"] >= 2.0 for f in figures.values())
     print(f"\ntargets: update median <= 10 us: {single_ok}; batch >= 2e6 samples/s: {batch_ok}")
+    vs_vendor = vendor_table(figures, vendor_figs)
     emit_json(
         "transforms",
-        {"figures": figures, "target_update_us_met": single_ok, "target_batch_met": batch_ok},
+        {
+            "figures": figures,
+            "target_update_us_met": single_ok,
+            "target_batch_met": batch_ok,
+            "vendor": vs_vendor,
+        },
     )
+
+
+def vendor_table(figures: dict, vendor_figs: dict) -> dict | None:
+    """Print ours against the vendor's library; the ratios (None when it is not installed)."""
+    if vendor is None:
+        print(
+            "\nvendor columns skipped: the vendor's library bota-tf-utils is not installed "
+            "(pip install bota-tf-utils, or pip install '.[vendor]')"
+        )
+        return None
+    rows, out = [], {"library": f"bota-tf-utils {metadata.version('bota-tf-utils')}"}
+    for name, v in vendor_figs.items():
+        f = figures[name]
+        upd = f["update_median_us"] / v["update_median_us"]
+        batch = f["batch_per_row_msps"] / v["loop_msps"]
+        set_upd = None
+        if "set_and_update_median_us" in v:
+            set_upd = f["set_and_update_median_us"] / v["set_and_update_median_us"]
+        rows.append([
+            name, f["update_median_us"], v["update_median_us"], upd, f"<= {TARGET_VENDOR_UPDATE:g}",
+            f.get("set_and_update_median_us", "-"), v.get("set_and_update_median_us", "-"),
+            "-" if set_upd is None else set_upd,
+            f["batch_per_row_msps"], v["loop_msps"], batch, f">= {TARGET_VENDOR_BATCH:g}",
+        ])  # fmt: skip
+        out[name] = {
+            **{f"vendor_{k}": val for k, val in v.items()},
+            "update_ours_over_vendor": upd,
+            "set_and_update_ours_over_vendor": set_upd,
+            "batch_over_vendor_loop": batch,
+        }
+    print_table(
+        f"Against the vendor's library ({out['library']}): latency (us), batch vs its per-sample "
+        "loop (million samples/s)",
+        ["transformer", "ours update", "vendor update", "ours/vendor", "target",
+         "ours set+upd", "vendor set+upd", "ours/vendor", "our batch", "vendor loop", "ratio",
+         "target"],
+        rows,
+    )  # fmt: skip
+    out["target_update_met"] = all(
+        o["update_ours_over_vendor"] <= TARGET_VENDOR_UPDATE for k, o in out.items() if k in figures
+    )
+    out["target_batch_met"] = all(
+        o["batch_over_vendor_loop"] >= TARGET_VENDOR_BATCH for k, o in out.items() if k in figures
+    )
+    print(
+        f"targets against the vendor: update within {TARGET_VENDOR_UPDATE:g}x: "
+        f"{out['target_update_met']}; batch >= {TARGET_VENDOR_BATCH:g}x its loop: "
+        f"{out['target_batch_met']}"
+    )
+    return out
 
 
 def _row(name, ours, loop, ref, dot, ref_loop, b_ours, b_static, b_ref) -> list:

@@ -48,6 +48,15 @@ def all_finite(values: tuple | list) -> bool:
     return all(math.isfinite(v) for v in values)
 
 
+def non_finite_rows(a: np.ndarray, axis: int) -> np.ndarray:
+    """(N,) bool: the rows of ``a`` (reduced along ``axis``) holding a NaN or an infinity. A
+    finite sum of the whole array proves every element finite (one fast flat pass); only
+    otherwise is each row checked."""
+    if np.isfinite(a.sum()):
+        return np.zeros(a.shape[1 - axis], dtype=bool)
+    return ~np.isfinite(a).all(axis=axis)
+
+
 class TransformerBase:
     """Shared behaviour of ``WrenchTf``, ``TwistTf``, ``ImuTf`` and ``PoseTf``.
 

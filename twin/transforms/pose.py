@@ -28,7 +28,7 @@ import numpy as np
 
 from twin.spatial import quaternion
 from twin.transforms import _scalar as s
-from twin.transforms.base import BATCH_CHUNK, TransformerBase, all_finite
+from twin.transforms.base import BATCH_CHUNK, TransformerBase, all_finite, non_finite_rows
 from twin.transforms.codes import Condition, ReturnCode
 from twin.transforms.config import QUATERNION_NORM_TOLERANCE, Origin, _Where
 
@@ -183,7 +183,7 @@ class PoseTf(TransformerBase):
         cols = np.ascontiguousarray(xs.T)
         px, py, pz, qw, qx, qy, qz = cols
         norm = np.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-        bad = ~np.isfinite(cols).all(axis=0) | (norm == 0.0)
+        bad = non_finite_rows(cols, axis=0) | (norm == 0.0)
         if bad.any():
             cols[:, bad] = np.array([[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]).T
             norm[bad] = 1.0

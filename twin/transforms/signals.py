@@ -23,7 +23,13 @@ import numpy as np
 
 from twin.spatial import quaternion
 from twin.transforms import _scalar as s
-from twin.transforms.base import BATCH_CHUNK, TransformerBase, all_finite, now_us
+from twin.transforms.base import (
+    BATCH_CHUNK,
+    TransformerBase,
+    all_finite,
+    non_finite_rows,
+    now_us,
+)
 from twin.transforms.codes import Condition, ReturnCode
 from twin.transforms.config import QUATERNION_NORM_TOLERANCE, Origin
 
@@ -264,7 +270,7 @@ class SixVectorTf(TransformerBase):
         for lo in range(0, n, BATCH_CHUNK):
             sl = slice(lo, lo + BATCH_CHUNK)
             xc = xs[sl]
-            bad = ~np.isfinite(xc).all(axis=1)
+            bad = non_finite_rows(xc, axis=1)
             if bad.any():
                 xc = np.where(bad[:, None], 0.0, xc)
             if per_row:
@@ -281,7 +287,7 @@ class SixVectorTf(TransformerBase):
         cols = np.ascontiguousarray(tfs.T)
         tx, ty, tz, qw, qx, qy, qz = cols
         norm = np.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-        bad_tf = ~np.isfinite(cols).all(axis=0) | (norm == 0.0)
+        bad_tf = non_finite_rows(cols, axis=0) | (norm == 0.0)
         if bad_tf.any():
             bad |= bad_tf
             cols[:, bad_tf] = np.array([[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]).T
