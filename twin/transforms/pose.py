@@ -134,11 +134,12 @@ class PoseTf(TransformerBase):
         if out is None:
             out = np.array((pos[0], pos[1], pos[2], qw, qx, qy, qz))
         else:
-            out[0], out[1], out[2] = pos
-            out[3] = qw
-            out[4] = qx
-            out[5] = qy
-            out[6] = qz
+            sink = self._sink(out)
+            sink[0], sink[1], sink[2] = pos
+            sink[3] = qw
+            sink[4] = qx
+            sink[5] = qy
+            sink[6] = qz
         if code is not self._last_code:
             self._report(code)
         return code, out

@@ -234,12 +234,13 @@ class SixVectorTf(TransformerBase):
         if out is None:
             out = np.array((y0, y1, y2, y3, y4, y5))
         else:
-            out[0] = y0
-            out[1] = y1
-            out[2] = y2
-            out[3] = y3
-            out[4] = y4
-            out[5] = y5
+            sink = self._sink(out)
+            sink[0] = y0
+            sink[1] = y1
+            sink[2] = y2
+            sink[3] = y3
+            sink[4] = y4
+            sink[5] = y5
         if code is not self._last_code:
             self._report(code)
         return code, out
