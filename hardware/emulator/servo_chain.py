@@ -61,6 +61,9 @@ _GAINS = (
     XTable.VELOCITY_P_GAIN,
     XTable.VELOCITY_I_GAIN,
 )
+_SYNC_READS = (Instruction.SYNC_READ, Instruction.FAST_SYNC_READ)
+_FAST_READS = (Instruction.FAST_SYNC_READ, Instruction.FAST_BULK_READ)
+_GROUP_READS = (*_SYNC_READS, *_FAST_READS, Instruction.BULK_READ)
 _POSITION_MODES = (
     OperatingMode.POSITION,
     OperatingMode.EXTENDED_POSITION,
@@ -309,21 +312,16 @@ class ServoChainEmulator:
                     )
                     for s in self._targets(pkt.id)
                 ]
-            if self.fast_read and inst in (Instruction.FAST_SYNC_READ, Instruction.FAST_BULK_READ):
-                if inst == Instruction.FAST_SYNC_READ:
+            fast = inst in _FAST_READS
+            if inst in _GROUP_READS and (self.fast_read or not fast):
+                if inst in _SYNC_READS:
                     addr, length, ids = dxl.parse_sync_read(params)
                     items = [(i, addr, length) for i in ids]
                 else:
                     items = dxl.parse_bulk_read(params)
                 self._refresh()
-                return self._fast_reply(items)
-            if inst in (Instruction.SYNC_READ, Instruction.BULK_READ):
-                if inst == Instruction.SYNC_READ:
-                    addr, length, ids = dxl.parse_sync_read(params)
-                    items = [(i, addr, length) for i in ids]
-                else:
-                    items = dxl.parse_bulk_read(params)
-                self._refresh()
+                if fast:
+                    return self._fast_reply(items)
                 return [
                     (self.servos[i], dxl.encode_status(self._read(self.servos[i], a, n)))
                     for i, a, n in items
