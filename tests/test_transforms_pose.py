@@ -90,3 +90,17 @@ def test_a_fixed_output_point_gives_a_constant_position(d_out, q_out, in_origin,
         np.testing.assert_allclose(row, out, atol=1e-12)
         dist = np.linalg.norm(moving.update(x)[1][:3])
         np.testing.assert_allclose(dist, np.linalg.norm(d_out), atol=1e-12)
+
+
+def test_batch_is_canonical_like_single_updates_at_w_zero_and_negative_w():
+    """Half turns (w = 0: the first non-zero of x, y, z decides the sign) and negative w, in a
+    batch (array path) and one by one (scalar path)."""
+    tf = pose_tf(("moving_frame", (0, 0, 0)), ("moving_frame", (0, 0, 0)))
+    qs = [[0, 1, 0, 0], [0, -1, 0, 0], [0, 0, -1, 0], [0, 0, 0, -1], [-0.5, 0.5, 0.5, 0.5]]
+    xs = np.array([[0.1, 0.2, 0.3, *q] for q in qs], dtype=float)
+    codes, batch = tf.update_batch(xs)
+    assert (codes == ReturnCode.OK).all()
+    for x, row in zip(xs, batch):
+        np.testing.assert_array_equal(row, tf.update(x)[1])
+    np.testing.assert_array_equal(batch[:, 3:], [[0, 1, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0],
+                                                 [0, 0, 0, 1], [0.5, -0.5, -0.5, -0.5]])  # fmt: skip

@@ -48,6 +48,24 @@ def all_finite(values: tuple | list) -> bool:
     return all(math.isfinite(v) for v in values)
 
 
+_IDENTITY7 = np.array([[0.0], [0.0], [0.0], [1.0], [0.0], [0.0], [0.0]])
+
+
+def pose_columns(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Columns (7, N) of rows ``[tx, ty, tz, qw, qx, qy, qz]`` (N, 7) (views of ``rows``, so no
+    copy, unless a row has to be replaced), the quaternion norms (N,), and the rows (N,) bool
+    with a NaN, an infinity or a zero quaternion: those are replaced by the identity."""
+    cols = rows.T
+    qw, qx, qy, qz = cols[3:]
+    norm = np.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
+    bad = non_finite_rows(rows, axis=1) | (norm == 0.0)
+    if bad.any():
+        cols = np.ascontiguousarray(cols)
+        cols[:, bad] = _IDENTITY7
+        norm[bad] = 1.0
+    return cols, norm, bad
+
+
 def non_finite_rows(a: np.ndarray, axis: int) -> np.ndarray:
     """(N,) bool: the rows of ``a`` (reduced along ``axis``) holding a NaN or an infinity. A
     finite sum of the whole array proves every element finite (one fast flat pass); only

@@ -28,7 +28,7 @@ import numpy as np
 
 from twin.spatial import quaternion
 from twin.transforms import _scalar as s
-from twin.transforms.base import BATCH_CHUNK, TransformerBase, all_finite, non_finite_rows
+from twin.transforms.base import BATCH_CHUNK, TransformerBase, all_finite, pose_columns
 from twin.transforms.codes import Condition, ReturnCode
 from twin.transforms.config import QUATERNION_NORM_TOLERANCE, Origin, _Where
 
@@ -181,18 +181,13 @@ class PoseTf(TransformerBase):
         return codes, out
 
     def _batch_chunk(self, xs: np.ndarray, out: np.ndarray) -> np.ndarray:
-        cols = np.ascontiguousarray(xs.T)
+        cols, norm, bad = pose_columns(xs)
         px, py, pz, qw, qx, qy, qz = cols
-        norm = np.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-        bad = non_finite_rows(cols, axis=0) | (norm == 0.0)
-        if bad.any():
-            cols[:, bad] = np.array([[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]).T
-            norm[bad] = 1.0
         off = np.abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE
         pos, q = self._compose(px, py, pz, (qw / norm, qx / norm, qy / norm, qz / norm))
         if self._out_moving:  # constant orientation
             q = tuple(np.full(len(px), c) for c in q)
-        out_t = out.T
-        for i, v in enumerate((*pos, *s.qcanonical(q))):
-            out_t[i] = v
+        n = len(px)
+        values = [v if type(v) is np.ndarray else np.full(n, v) for v in pos]  # constant for a
+        np.stack((*values, *s.qcanonical(q)), axis=1, out=out)  # fixed output point
         return self._batch_codes(out, bad, off, None, _OK)

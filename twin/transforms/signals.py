@@ -29,6 +29,7 @@ from twin.transforms.base import (
     all_finite,
     non_finite_rows,
     now_us,
+    pose_columns,
 )
 from twin.transforms.codes import Condition, ReturnCode
 from twin.transforms.config import QUATERNION_NORM_TOLERANCE, Origin
@@ -290,14 +291,9 @@ class SixVectorTf(TransformerBase):
     def _batch_per_row(self, x, tfs, out, bad) -> np.ndarray:
         """Rows with their own ``fixed_T_moving``: the scalar geometry and kernel evaluated on
         (N,) columns. Marks rows with an invalid transform in ``bad``; returns off-norm rows."""
-        cols = np.ascontiguousarray(tfs.T)
+        cols, norm, bad_tf = pose_columns(tfs)
+        bad |= bad_tf
         tx, ty, tz, qw, qx, qy, qz = cols
-        norm = np.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-        bad_tf = non_finite_rows(cols, axis=0) | (norm == 0.0)
-        if bad_tf.any():
-            bad |= bad_tf
-            cols[:, bad_tf] = np.array([[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]).T
-            norm[bad_tf] = 1.0
         off = np.abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE
         rot_m = s.quat_to_mat9((qw / norm, qx / norm, qy / norm, qz / norm))
         a, r = self._geometry((tx, ty, tz), rot_m)
@@ -307,10 +303,7 @@ class SixVectorTf(TransformerBase):
     def _columns(self, a, r, x: np.ndarray, out: np.ndarray) -> None:
         """The scalar kernel on the columns of ``x`` (N, 6) into ``out`` (N, 6); ``a``, ``r``
         components are floats (one geometry) or (N,) arrays (one per row)."""
-        y = self._kernel(a, r, *np.ascontiguousarray(x.T))
-        out_t = out.T
-        for i in range(6):
-            out_t[i] = y[i]
+        np.stack(self._kernel(a, r, *x.T), axis=1, out=out)  # strided columns: no copies
 
     # ----------------------------------------------------------------- physics
     @staticmethod
