@@ -80,13 +80,14 @@ class PoseTf(TransformerBase):
         self._use_p = d_out.origin is Origin.MOVING
         rot_out_t = quaternion.to_matrix(q_out_c)
         self._rot_out_t = _floats(rot_out_t.ravel())
+        # P = R_ia (p + R(q) e) + d (the R_ia term only for a moving output point)
         if self._use_p:
-            # P = R_ia (p + R(q) e) - d: e = e_out - e_in (body points), d = d_in (base offset)
+            # e = e_out - e_in (body points), d = -d_in (a fixed input point: a base offset)
             e_in = np.asarray(d_in.translation) if d_in.origin is Origin.MOVING else np.zeros(3)
             self._e = _floats(np.asarray(d_out.translation) - e_in)
             d = -np.asarray(d_in.translation) if d_in.origin is Origin.FIXED else np.zeros(3)
         else:
-            # P = d_out, a point of the base
+            # P = d = d_out, a point of the base
             self._e = _ZERO3
             d = np.asarray(d_out.translation, dtype=float)
         self._e_zero = self._e == _ZERO3
