@@ -9,10 +9,11 @@ hardware error) is remembered per servo in ``alert_ids``.
 The cycle's joint read (``read_present``) is one FAST_SYNC_READ where every servo read supports
 it: one aggregate status packet instead of one per servo, so five fewer packet overheads and
 reply turnarounds on a six-servo bus. Whether they do is decided at each connection, by the
-first read of a set of servos (``SerialRobot``'s set-up makes it): a fast sync read that all of
-them answer turns it on; silence (servos without the fast reads ignore 0x8A, as any broadcast
-instruction they do not know) turns it off, and that set is read with SYNC_READ until the next
-connection. ``fast_read=False`` never tries; ``True`` always uses it.
+first reads of a set of servos (``SerialRobot``'s set-up makes them): a fast sync read that
+all of them answer turns it on; silence (servos without the fast reads ignore 0x8A, as any
+broadcast instruction they do not know) to ``FAST_READ_PROBES`` of them turns it off, and that
+set is read with SYNC_READ until the next connection (each silent probe is followed by a
+SYNC_READ, so every call returns values). ``fast_read=False`` never tries; ``True`` always uses it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ from twin.hardware.protocols.stream import ParserStats
 from twin.hardware.transport import LinkedDevice, LinkState, SerialLink
 
 INIT_REPLY_TIMEOUT_S = 0.25  # reply timeout during the connection set-up (on_connect)
+#: Unanswered fast sync reads before a set of servos is taken not to have it (more than one, so
+#: that a stall of a loaded host at connection time does not cost the fast read for good).
+FAST_READ_PROBES = 2
 _PRESENT = np.dtype([("current", "<i2"), ("velocity", "<i4"), ("position", "<i4")])
 
 
@@ -55,7 +59,8 @@ class BusStats:
     """transactions: instructions sent; timeouts: replies missing; status_errors: replies with an
     ERR code; stray_packets: replies nobody waited for (late or unexpected); fast_reads:
     FAST_SYNC_READ / FAST_BULK_READ transactions answered; fast_read_refusals: sets of servos
-    that did not answer the first fast sync read of a connection (not counted as timeouts)."""
+    found not to answer fast sync reads on a connection (their silent probes are not counted as
+    timeouts)."""
 
     transactions: int = 0
     timeouts: int = 0
@@ -93,7 +98,8 @@ class DynamixelBus(LinkedDevice):
         self.reply_timeout_s = reply_timeout_s
         #: None: fast sync read where the servos answer it (module doc); False: never; True: always.
         self.fast_read = fast_read
-        self._fast_ok: dict[tuple[int, ...], bool] = {}
+        #: Per set of servos: True / False once decided, else the silent probes so far.
+        self._fast_ok: dict[tuple[int, ...], bool | int] = {}
         self.parser = dxl.DynamixelStreamParser()
         self.stats = BusStats()
         self._user_init = on_connect
@@ -287,7 +293,10 @@ class DynamixelBus(LinkedDevice):
     def uses_fast_read(self, ids: Sequence[int]) -> bool | None:
         """Whether ``read_present(ids)`` is a FAST_SYNC_READ (None: not decided yet on this
         connection)."""
-        return self.fast_read if self.fast_read is not None else self._fast_ok.get(tuple(ids))
+        if self.fast_read is not None:
+            return self.fast_read
+        decided = self._fast_ok.get(tuple(ids))
+        return decided if isinstance(decided, bool) else None
 
     def read_present(self, ids: Sequence[int]) -> PresentValues:
         """Present Current, Velocity and Position (10 bytes per servo) in one FAST_SYNC_READ or
@@ -301,8 +310,9 @@ class DynamixelBus(LinkedDevice):
                     dxl.fast_sync_read(PRESENT_BLOCK_ADDRESS, n, ids), ids, [n] * len(ids), False
                 )
             except ReplyTimeoutError:
-                self._fast_ok[ids] = False
-                self.stats.fast_read_refusals += 1
+                silent = self._fast_ok.get(ids, 0) + 1
+                self._fast_ok[ids] = False if silent >= FAST_READ_PROBES else silent
+                self.stats.fast_read_refusals += silent >= FAST_READ_PROBES
             else:
                 self._fast_ok[ids] = True
                 return _present(ids, replies)
