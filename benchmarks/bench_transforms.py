@@ -15,16 +15,37 @@ moving frame, output on the fixed frame) for the 6-vector transformers, with a m
   ``quaternion.to_matrix``; ``batch.compose_pose7`` for poses).
 Targets: single update <= 10 us median; batch >= 2e6 samples/s.
 
+Against the vendor's own library, ``bota-tf-utils`` from the package registry (C++ with Python
+bindings; ``pip install bota-tf-utils`` or our ``vendor`` extra; without it those columns are
+skipped and the run says so), in the same run and on the same configurations and data: its
+single ``update`` (and ``set_fixed_to_moving_frame_tf`` + ``update``) against ours, and its
+fastest per-sample loop (``zip`` over preallocated rows) against our ``update_batch``; the outputs
+are checked to agree first. Targets: our update within 2x of the vendor's; our batch >= 10x its
+loop.
+
     python benchmarks/bench_transforms.py [--quick] [--seed N]
 """
 
 from __future__ import annotations
+
+import time
+from importlib import metadata
 
 import numpy as np
 from twin.benchmarks._report import emit_json, parse_args, print_table, rate, time_calls
 
 from twin.spatial import SE3, batch, quaternion
 from twin.transforms import ImuTf, PoseTf, Rotation, TfConfig, Translation, TwistTf, WrenchTf
+
+try:  # the vendor's library: optional (module doc)
+    import bota_tf_utils as vendor
+except ImportError:
+    vendor = None
+
+VENDOR_CLASS = {"WrenchTf": "BotaTfWrench", "TwistTf": "BotaTfTwist", "ImuTf": "BotaTfImu",
+                "PoseTf": "BotaTfPose"}  # fmt: skip
+TARGET_VENDOR_UPDATE = 2.0  # ours / vendor's median update at most
+TARGET_VENDOR_BATCH = 10.0  # our batch / the vendor's loop at least
 
 SIX = {"WrenchTf": WrenchTf, "TwistTf": TwistTf, "ImuTf": ImuTf}
 IN_POINT, OUT_POINT = np.array([0.0, 0.0, 0.05]), np.array([0.1, 0.0, 0.0])
@@ -96,6 +117,138 @@ def np_pose_batch(x: np.ndarray) -> np.ndarray:
     return batch.compose_pose7(batch.compose_pose7(left, x), right)
 
 
+# ------------------------------------------------------------------ the vendor's library
+def vendor_tf(name: str, config: TfConfig):
+    """The vendor's transformer of ``name`` built from the same configuration."""
+    cfg = vendor.BotaTfConfig()
+    for attr in ("input_ref_point", "output_ref_point", "input_expr_axes", "output_expr_axes"):
+        entry = getattr(config, attr)
+        if attr.endswith("point"):
+            v = vendor.Translation()
+            v.translation = [float(c) for c in entry.translation]
+        else:
+            v = vendor.Rotation()
+            v.rotation = [float(c) for c in entry.rotation]
+        v.origin = str(getattr(entry.origin, "value", entry.origin))
+        setattr(cfg, attr, v)
+    return getattr(vendor, VENDOR_CLASS[name])(cfg)
+
+
+def vendor_loop(tf, x: np.ndarray, tfs: np.ndarray | None, out: np.ndarray) -> None:
+    """The vendor's per-sample loop over a log, in its fastest Python form."""
+    update = tf.update
+    if tfs is None:
+        for xk, ok in zip(x, out):
+            update(xk, ok)
+        return
+    push = tf.set_fixed_to_moving_frame_tf
+    for xk, tk, ok in zip(x, tfs, out):
+        push(tk)
+        update(xk, ok)
+
+
+def paired_calls(fns: dict, repeats: int, block: int = 200) -> dict[str, np.ndarray]:
+    """Wall time (s) of each call of each function, measured in alternating blocks so that the
+    load of a shared machine falls on all of them alike."""
+    out = {k: np.empty(repeats) for k in fns}
+    clock = time.perf_counter
+    for fn in fns.values():
+        for _ in range(10):
+            fn()
+    for lo in range(0, repeats, block):
+        for k, fn in fns.items():
+            times = out[k]
+            for i in range(lo, min(lo + block, repeats)):
+                t0 = clock()
+                fn()
+                times[i] = clock() - t0
+    return out
+
+
+def paired_rates(fns: dict, items: dict, calls: int) -> dict[str, float]:
+    """Items per second of each function: ``items[k]`` over its best call time, the functions
+    called in turn ``calls`` times. On a shared, loaded machine a call of a few milliseconds is
+    often preempted; the best of several is the code's own speed. The calls should take about
+    as long, so that each has the same chance of an undisturbed one."""
+    times = {k: np.empty(calls) for k in fns}
+    for fn in fns.values():
+        fn()
+    for i in range(calls):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k][i] = time.perf_counter() - t0
+    return {k: items[k] / float(times[k].min()) for k in fns}
+
+
+def rows_for(make, n_max: int, call_s: float = 0.003) -> int:
+    """Rows (at most ``n_max``) for which a call of ``make(rows)`` takes about ``call_s``."""
+    k = min(256, n_max)
+    fn = make(k)
+    best = min(_timed(fn) for _ in range(5))
+    return int(min(n_max, max(k, k * call_s / best)))
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def vendor_figures(name, ours_tf, config, x, tfs, repeats, n_loop, calls) -> dict:
+    """Ours against the vendor's, measured in turn (``paired_calls``, ``paired_rates``): update
+    and set + update latency (us, median), our batch against its loop (samples/s); first its
+    outputs are checked to agree with ours on the first ``n_loop`` rows. For the rates each side
+    gets as many rows as it handles in about 3 ms a call (``rows_for``), so that both have the
+    same chance of an undisturbed call."""
+    tf = vendor_tf(name, config)
+    xin, out, mine = x[0].copy(), np.empty(x.shape[1]), np.empty(x.shape[1])
+    loop_tfs = None if tfs is None else tfs[:n_loop]
+    yv = np.empty_like(x[:n_loop])
+    vendor_loop(tf, x[:n_loop], loop_tfs, yv)
+    args = (x[:n_loop],) if tfs is None else (x[:n_loop], loop_tfs)
+    ours = ours_tf.update_batch(*args)[1]
+    if name == "PoseTf":  # the vendor does not canonicalise quaternions
+        yv[:, 3:] *= np.where(yv[:, 3:4] < 0.0, -1.0, 1.0)
+    assert np.allclose(yv, ours, atol=1e-9), f"{name}: the vendor's output differs from ours"
+    fns = {"ours": lambda: ours_tf.update(xin, mine), "vendor": lambda: tf.update(xin, out)}
+    if tfs is not None:
+        tf0 = tfs[0].copy()
+        fns["ours_set"] = lambda: (
+            ours_tf.set_fixed_to_moving_frame_tf(tf0),
+            ours_tf.update(xin, mine),
+        )
+        fns["vendor_set"] = lambda: (tf.set_fixed_to_moving_frame_tf(tf0), tf.update(xin, out))
+    med = {k: float(np.median(v) * 1e6) for k, v in paired_calls(fns, repeats).items()}
+    yb = np.empty_like(x)
+
+    def ours_rows(k: int):
+        return lambda: ours_tf.update_batch(x[:k], *(() if tfs is None else (tfs[:k],)), out=yb[:k])
+
+    def vendor_rows(k: int):
+        return lambda: vendor_loop(tf, x[:k], None if tfs is None else tfs[:k], yv[:k])
+
+    k_ours, k_vendor = rows_for(ours_rows, len(x)), rows_for(vendor_rows, n_loop)
+    rates = paired_rates(
+        {"ours": ours_rows(k_ours), "vendor": vendor_rows(k_vendor)},
+        {"ours": k_ours, "vendor": k_vendor},
+        calls,
+    )
+    fig = {
+        "ours_update_median_us": med["ours"],
+        "vendor_update_median_us": med["vendor"],
+        "update_ours_over_vendor": med["ours"] / med["vendor"],
+        "ours_batch_msps": rates["ours"] / 1e6,
+        "vendor_loop_msps": rates["vendor"] / 1e6,
+        "batch_over_vendor_loop": rates["ours"] / rates["vendor"],
+    }
+    if tfs is not None:
+        fig["ours_set_and_update_median_us"] = med["ours_set"]
+        fig["vendor_set_and_update_median_us"] = med["vendor_set"]
+        fig["set_and_update_ours_over_vendor"] = med["ours_set"] / med["vendor_set"]
+    return fig
+
+
 # ------------------------------------------------------------------ measurement
 def unit_rows(rng: np.random.Generator, n: int) -> np.ndarray:
     q = rng.normal(size=(n, 4))
@@ -112,7 +265,9 @@ def main() -> None:
     tfs = np.hstack((rng.uniform(-1, 1, (n_batch, 3)), unit_rows(rng, n_batch)))
     x7 = np.hstack((rng.uniform(-1, 1, (n_batch, 3)), unit_rows(rng, n_batch)))
     tf0 = tfs[0]
-    rows, figures = [], {}
+    n_vendor = n_batch // 10  # rows checked against the vendor's
+    calls = 20 if args.quick else 60
+    rows, figures, vendor_figs = [], {}, {}
     for name, cls in SIX.items():
         tf = cls(SIX_CONFIG)
         tf.set_fixed_to_moving_frame_tf(tf0)
@@ -153,6 +308,10 @@ def main() -> None:
         b_ref = rate(lambda name=name: np_batch(name, x6, tfs), n_batch, min_time)
         rows.append(_row(name, ours, loop, ref, dot, ref_loop, b_ours, b_static, b_ref))
         figures[name] = _figures(ours, loop, ref, dot, ref_loop, b_ours, b_static, b_ref)
+        if vendor is not None:
+            vendor_figs[name] = vendor_figures(
+                name, tf, SIX_CONFIG, x6, tfs, repeats, n_vendor, calls
+            )
     pose = PoseTf(POSE_CONFIG)
     out, xin = np.empty(7), x7[0].copy()
     assert np.allclose(np_pose_single(xin), pose.update(xin)[1], atol=1e-12)
@@ -164,6 +323,10 @@ def main() -> None:
     b_ref = rate(lambda: np_pose_batch(x7), n_batch, min_time)
     rows.append(_row("PoseTf", ours, None, ref, None, None, b_ours, None, b_ref))
     figures["PoseTf"] = _figures(ours, None, ref, None, None, b_ours, None, b_ref)
+    if vendor is not None:
+        vendor_figs["PoseTf"] = vendor_figures(
+            "PoseTf", pose, POSE_CONFIG, x7, None, repeats, n_vendor, calls
+        )
     print_table(
         "Transformer update latency (us) and batch throughput (million samples/s)",
         ["transformer", "update med", "p99", "numpy med", "speed-up", "np.dot 6x6", "set+update med",
@@ -173,10 +336,56 @@ def main() -> None:
     single_ok = all(f["update_median_us"] <= 10.0 for f in figures.values())
     batch_ok = all(f["batch_per_row_msps"] >= 2.0 for f in figures.values())
     print(f"\ntargets: update median <= 10 us: {single_ok}; batch >= 2e6 samples/s: {batch_ok}")
+    vs_vendor = vendor_table(vendor_figs)
     emit_json(
         "transforms",
-        {"figures": figures, "target_update_us_met": single_ok, "target_batch_met": batch_ok},
+        {
+            "figures": figures,
+            "target_update_us_met": single_ok,
+            "target_batch_met": batch_ok,
+            "vendor": vs_vendor,
+        },
     )
+
+
+def vendor_table(vendor_figs: dict) -> dict | None:
+    """Print ours against the vendor's library; the figures (None when it is not installed)."""
+    if vendor is None:
+        print(
+            "\nvendor columns skipped: the vendor's library bota-tf-utils is not installed "
+            "(pip install bota-tf-utils, or pip install '.[vendor]')"
+        )
+        return None
+    library = f"bota-tf-utils {metadata.version('bota-tf-utils')}"
+    rows = []
+    for name, v in vendor_figs.items():
+        rows.append([
+            name, v["ours_update_median_us"], v["vendor_update_median_us"],
+            v["update_ours_over_vendor"], f"<= {TARGET_VENDOR_UPDATE:g}",
+            v.get("ours_set_and_update_median_us", "-"),
+            v.get("vendor_set_and_update_median_us", "-"),
+            v.get("set_and_update_ours_over_vendor", "-"),
+            v["ours_batch_msps"], v["vendor_loop_msps"], v["batch_over_vendor_loop"],
+            f">= {TARGET_VENDOR_BATCH:g}",
+        ])  # fmt: skip
+    print_table(
+        f"Against the vendor's library ({library}), measured in turn: latency (us, median), our "
+        "batch vs its per-sample loop (million samples/s)",
+        ["transformer", "ours update", "vendor update", "ours/vendor", "target",
+         "ours set+upd", "vendor set+upd", "ours/vendor", "our batch", "vendor loop", "ratio",
+         "target"],
+        rows,
+    )  # fmt: skip
+    update_ok = all(
+        v["update_ours_over_vendor"] <= TARGET_VENDOR_UPDATE for v in vendor_figs.values()
+    )
+    batch_ok = all(v["batch_over_vendor_loop"] >= TARGET_VENDOR_BATCH for v in vendor_figs.values())
+    print(
+        f"targets against the vendor: update within {TARGET_VENDOR_UPDATE:g}x: {update_ok}; "
+        f"batch >= {TARGET_VENDOR_BATCH:g}x its loop: {batch_ok}"
+    )
+    return {"library": library, **vendor_figs, "target_update_met": update_ok,
+            "target_batch_met": batch_ok}  # fmt: skip
 
 
 def _row(name, ours, loop, ref, dot, ref_loop, b_ours, b_static, b_ref) -> list:

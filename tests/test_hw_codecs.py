@@ -352,3 +352,43 @@ def test_witmotion_commands():
     assert buf == bytearray(b"\xff")
     with pytest.raises(InvalidArgumentError):
         witmotion.rate_code(300)
+
+
+def test_dynamixel_modules_import_one_way():
+    """The stream parser and the codec both build on ``dynamixel_packet`` (types, constants,
+    framing); neither the parser nor the packet module imports the codec (no import circle)."""
+    import ast
+    import inspect
+
+    from twin.hardware.protocols import dynamixel_packet, dynamixel_stream
+
+    def imported(module) -> set[str]:
+        tree = ast.parse(inspect.getsource(module))
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+
+    codec = "twin.hardware.protocols.dynamixel"
+    assert codec not in imported(dynamixel_stream) | imported(dynamixel_packet)
+    assert "twin.hardware.protocols.dynamixel_stream" not in imported(dynamixel_packet)
+    assert "twin.hardware.protocols.dynamixel_packet" in imported(dynamixel_stream)
+    assert dynamixel.StatusPacket is dynamixel_packet.StatusPacket
+
+
+@settings(max_examples=100)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 252), st.integers(0, 255), st.binary(min_size=0, max_size=12)),
+        min_size=1,
+        max_size=8,
+        unique_by=lambda b: b[0],
+    )
+)
+def test_fast_status_round_trip(blocks):
+    """Any blocks (data with header-like bytes included) encode to one packet the stream parser
+    accepts whole, and decode back; a split feed gives the same."""
+    packets = [dynamixel.StatusPacket(i, e, d) for i, e, d in blocks]
+    raw = dynamixel.encode_fast_status(packets)
+    ids, lengths = [p.id for p in packets], [len(p.params) for p in packets]
+    parser = dynamixel.DynamixelStreamParser()
+    got = parser.feed(raw[:5]) + parser.feed(raw[5:])
+    assert len(got) == 1 and parser.stats.crc_errors == 0
+    assert dynamixel.decode_fast_status(got[0], ids, lengths) == packets

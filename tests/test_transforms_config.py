@@ -318,10 +318,10 @@ def entry_doc(**changes):
         ),
         (
             entry_doc(
-                set_output_expression_axes={"origin": "fixed_frame", "rotation": [1, 0, 0, 0.01]}
+                set_output_expression_axes={"origin": "fixed_frame", "rotation": [1, 0, 0, 0.05]}
             ),
             r"section 'tf_wrench_config': field 'set_output_expression_axes\.rotation': "
-            r"quaternion .* has norm 1\.00005",
+            r"quaternion .* has norm 1\.00124922; expected a unit quaternion .* within 0\.001 of 1",
         ),
         (
             entry_doc(set_output_reference_point={"origin": "fixed_frame", "translation": [0, 1]}),
@@ -344,6 +344,41 @@ def entry_doc(**changes):
 def test_bad_config_files_name_file_section_and_field(tmp_path, doc, pattern):
     with pytest.raises(TfConfigError, match=pattern):
         WrenchTf(write(tmp_path, doc))
+
+
+def test_hand_written_quaternions_are_normalised_with_a_warning(tmp_path):
+    """4-decimal quaternions (norm off 1e-5) load, normalised, with a warning naming the file,
+    section and field; off by up to 1e-3 too; beyond that they are refused (case above)."""
+    r = [0.7071, 0.0, 0.0, 0.7071]
+    doc = entry_doc(
+        set_input_expression_axes={"origin": "moving_frame", "rotation": r},
+        set_output_expression_axes={"origin": "fixed_frame", "rotation": [1.0, 0.0, 0.0, 0.0447]},
+    )
+    path = write(tmp_path, doc)
+    with pytest.warns(TfConfigWarning) as record:
+        tf = WrenchTf(path)
+    texts = [str(w.message) for w in record]
+    assert any(
+        re.search(
+            r"cfg\.json: section 'tf_wrench_config': field 'set_input_expression_axes\.rotation': "
+            r"quaternion \[0\.7071, 0\.0, 0\.0, 0\.7071\] has norm 0\.99999\d*; normalised",
+            t,
+        )
+        for t in texts
+    ), texts
+    assert any("set_output_expression_axes.rotation" in t for t in texts)  # norm off 9.99e-4
+    np.testing.assert_allclose(
+        tf.entry("input_expr_axes").rotation, [np.sqrt(0.5), 0, 0, np.sqrt(0.5)], atol=1e-15
+    )
+    tf.set_fixed_to_moving_frame_tf([0, 0, 0, 1, 0, 0, 0])
+    code, out = tf.update([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert code is ReturnCode.OK
+    np.testing.assert_allclose(np.linalg.norm(out[:3]), 1.0, atol=1e-12)  # rigid: unit rotations
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        WrenchTf(write(tmp_path, json.loads(SPEC_TEXT), "unit.json"))  # unit: no warning
+    with pytest.warns(TfConfigWarning, match=r"WrenchTf\.set_output_expression_axes.*normalised"):
+        assert WrenchTf().set_output_expression_axes("fixed_frame", r)
 
 
 def test_unreadable_file(tmp_path):

@@ -5,6 +5,15 @@ The link's reader thread feeds the stream parser; status packets queue up and a 
 reply timeout. Replies that belong to nobody are counted (``stats.stray_packets``); a missing reply
 raises ``ReplyTimeoutError``; an ERR code raises ``DeviceStatusError``; the alert bit (a latched
 hardware error) is remembered per servo in ``alert_ids``.
+
+The cycle's joint read (``read_present``) is one FAST_SYNC_READ where every servo read supports
+it: one aggregate status packet instead of one per servo, so five fewer packet overheads and
+reply turnarounds on a six-servo bus. Whether they do is decided at each connection, by the
+first reads of a set of servos (``SerialRobot``'s set-up makes them): a fast sync read that
+all of them answer turns it on; silence (servos without the fast reads ignore 0x8A, as any
+broadcast instruction they do not know) to ``FAST_READ_PROBES`` of them turns it off, and that
+set is read with SYNC_READ until the next connection (each silent probe is followed by a
+SYNC_READ, so every call returns values). ``fast_read=False`` never tries; ``True`` always uses it.
 """
 
 from __future__ import annotations
@@ -20,11 +29,13 @@ from twin.hardware.config import ReconnectConfig
 from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
+    ProtocolError,
     ReplyTimeoutError,
     TransportError,
 )
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.dynamixel_table import (
+    BROADCAST_ID,
     PRESENT_BLOCK_ADDRESS,
     PRESENT_BLOCK_LENGTH,
     HardwareError,
@@ -37,18 +48,26 @@ from twin.hardware.protocols.stream import ParserStats
 from twin.hardware.transport import LinkedDevice, LinkState, SerialLink
 
 INIT_REPLY_TIMEOUT_S = 0.25  # reply timeout during the connection set-up (on_connect)
+#: Unanswered fast sync reads before a set of servos is taken not to have it (more than one, so
+#: that a stall of a loaded host at connection time does not cost the fast read for good).
+FAST_READ_PROBES = 2
 _PRESENT = np.dtype([("current", "<i2"), ("velocity", "<i4"), ("position", "<i4")])
 
 
 @dataclass
 class BusStats:
     """transactions: instructions sent; timeouts: replies missing; status_errors: replies with an
-    ERR code; stray_packets: replies nobody waited for (late or unexpected)."""
+    ERR code; stray_packets: replies nobody waited for (late or unexpected); fast_reads:
+    FAST_SYNC_READ / FAST_BULK_READ transactions answered; fast_read_refusals: sets of servos
+    found not to answer fast sync reads on a connection (their silent probes are not counted as
+    timeouts)."""
 
     transactions: int = 0
     timeouts: int = 0
     status_errors: int = 0
     stray_packets: int = 0
+    fast_reads: int = 0
+    fast_read_refusals: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,8 +93,13 @@ class DynamixelBus(LinkedDevice):
         reply_timeout_s: float = 0.02,
         reconnect: ReconnectConfig | None = None,
         on_connect: Callable[[DynamixelBus], None] | None = None,
+        fast_read: bool | None = None,
     ) -> None:
         self.reply_timeout_s = reply_timeout_s
+        #: None: fast sync read where the servos answer it (module doc); False: never; True: always.
+        self.fast_read = fast_read
+        #: Per set of servos: True / False once decided, else the silent probes so far.
+        self._fast_ok: dict[tuple[int, ...], bool | int] = {}
         self.parser = dxl.DynamixelStreamParser()
         self.stats = BusStats()
         self._user_init = on_connect
@@ -90,6 +114,7 @@ class DynamixelBus(LinkedDevice):
 
     # ------------------------------------------------------------------ link
     def _run_init(self, link: SerialLink) -> None:
+        self._fast_ok.clear()  # decided anew on every connection (a servo may have been swapped)
         self._init_thread = threading.get_ident()
         try:
             if self._user_init is not None:
@@ -120,6 +145,18 @@ class DynamixelBus(LinkedDevice):
         timeout_s: float | None = None,
     ) -> list[dxl.StatusPacket]:
         """Send ``packet`` and return the status packets of ``reply_ids``, in that order."""
+        out = self._exchange(packet, reply_ids, timeout_s)
+        self._check(out, packet.instruction)
+        return out
+
+    def _exchange(
+        self,
+        packet: dxl.InstructionPacket,
+        reply_ids: Sequence[int],
+        timeout_s: float | None = None,
+        count_timeout: bool = True,
+    ) -> list[dxl.StatusPacket]:
+        """Send ``packet``; the status packets of ``reply_ids`` in order, not yet checked."""
         connecting = self._init_thread == threading.get_ident()
         raw = dxl.encode_instruction(packet)
         with self._txn:
@@ -132,20 +169,24 @@ class DynamixelBus(LinkedDevice):
             timeout_s = timeout_s or self.reply_timeout_s
             if connecting:  # set-up is not time critical: be patient with a busy machine
                 timeout_s = max(timeout_s, INIT_REPLY_TIMEOUT_S)
-            out = self._collect(reply_ids, timeout_s)
+            return self._collect(reply_ids, timeout_s, count_timeout)
+
+    def _check(self, out: list[dxl.StatusPacket], instruction: int) -> None:
+        """Record each servo's alert bit; ``DeviceStatusError`` for the first ERR code."""
         for p in out:
             (self.alert_ids.add if p.alert else self.alert_ids.discard)(p.id)
             if p.error_code is not StatusError.NONE:
                 self.stats.status_errors += 1
                 raise DeviceStatusError(
-                    f"servo {p.id} answered instruction 0x{packet.instruction:02X} with error "
+                    f"servo {p.id} answered instruction 0x{instruction:02X} with error "
                     f"{p.error_code.name} (ERR 0x{p.error:02X})",
                     device=f"dxl:{p.id}",
                     code=int(p.error_code),
                 )
-        return out
 
-    def _collect(self, reply_ids: Sequence[int], timeout_s: float) -> list[dxl.StatusPacket]:
+    def _collect(
+        self, reply_ids: Sequence[int], timeout_s: float, count_timeout: bool = True
+    ) -> list[dxl.StatusPacket]:
         out = []
         deadline = time.monotonic() + timeout_s
         with self._cond:
@@ -164,7 +205,7 @@ class DynamixelBus(LinkedDevice):
                         )
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        self.stats.timeouts += 1
+                        self.stats.timeouts += count_timeout
                         raise ReplyTimeoutError(
                             f"{self.link.name}: no status packet from servo {pid} within "
                             f"{timeout_s * 1e3:.1f} ms"
@@ -203,6 +244,33 @@ class DynamixelBus(LinkedDevice):
         replies = self.transact(dxl.sync_read(address, length, ids), ids)
         return [_exact(r, length) for r in replies]
 
+    def fast_sync_read(self, address: int, length: int, ids: Sequence[int]) -> list[bytes]:
+        """As ``sync_read``, in one FAST_SYNC_READ (the servos must support it)."""
+        blocks = self._fast(dxl.fast_sync_read(address, length, ids), ids, [length] * len(ids))
+        return [b.params for b in blocks]
+
+    def fast_bulk_read(self, items: Sequence[tuple[int, int, int]]) -> list[bytes]:
+        """As ``bulk_read``, in one FAST_BULK_READ (the servos must support it)."""
+        ids, lengths = [i for i, _, _ in items], [n for _, _, n in items]
+        return [b.params for b in self._fast(dxl.fast_bulk_read(items), ids, lengths)]
+
+    def _fast(
+        self,
+        packet: dxl.InstructionPacket,
+        ids: Sequence[int],
+        lengths: Sequence[int],
+        count_timeout: bool = True,
+    ) -> list[dxl.StatusPacket]:
+        """One fast read: the aggregate status split into each servo's block, checked."""
+        (reply,) = self._exchange(packet, [BROADCAST_ID], count_timeout=count_timeout)
+        try:
+            blocks = dxl.decode_fast_status(reply, ids, lengths)
+        except ProtocolError as e:
+            raise TransportError(f"{self.link.name}: bad fast-read status: {e}") from e
+        self.stats.fast_reads += 1
+        self._check(blocks, packet.instruction)
+        return blocks
+
     def sync_write(self, address: int, length: int, data: Mapping[int, bytes]) -> None:
         self.transact(dxl.sync_write(address, length, data), [])
 
@@ -222,21 +290,39 @@ class DynamixelBus(LinkedDevice):
         self.transact(dxl.reboot(pid), [pid])
 
     # ------------------------------------------------------------------ helpers
+    def uses_fast_read(self, ids: Sequence[int]) -> bool | None:
+        """Whether ``read_present(ids)`` is a FAST_SYNC_READ (None: not decided yet on this
+        connection)."""
+        if self.fast_read is not None:
+            return self.fast_read
+        decided = self._fast_ok.get(tuple(ids))
+        return decided if isinstance(decided, bool) else None
+
     def read_present(self, ids: Sequence[int]) -> PresentValues:
-        """One SYNC_READ of Present Current, Velocity and Position (10 bytes per servo)."""
-        replies = self.transact(
-            dxl.sync_read(PRESENT_BLOCK_ADDRESS, PRESENT_BLOCK_LENGTH, ids), ids
-        )
-        block = np.frombuffer(
-            b"".join(_exact(r, PRESENT_BLOCK_LENGTH) for r in replies), dtype=_PRESENT
-        )
-        return PresentValues(
-            tuple(ids),
-            block["current"].astype(np.int64),
-            block["velocity"].astype(np.int64),
-            block["position"].astype(np.int64),
-            np.array([r.alert for r in replies]),
-        )
+        """Present Current, Velocity and Position (10 bytes per servo) in one FAST_SYNC_READ or
+        SYNC_READ (module doc)."""
+        ids = tuple(ids)
+        fast = self.uses_fast_read(ids)
+        n = PRESENT_BLOCK_LENGTH
+        if fast is None:  # the first read of these servos on this connection: ask
+            try:
+                replies = self._fast(
+                    dxl.fast_sync_read(PRESENT_BLOCK_ADDRESS, n, ids), ids, [n] * len(ids), False
+                )
+            except ReplyTimeoutError:
+                silent = self._fast_ok.get(ids, 0) + 1
+                self._fast_ok[ids] = False if silent >= FAST_READ_PROBES else silent
+                self.stats.fast_read_refusals += silent >= FAST_READ_PROBES
+            else:
+                self._fast_ok[ids] = True
+                return _present(ids, replies)
+        if fast:
+            replies = self._fast(
+                dxl.fast_sync_read(PRESENT_BLOCK_ADDRESS, n, ids), ids, [n] * len(ids)
+            )
+        else:
+            replies = self.transact(dxl.sync_read(PRESENT_BLOCK_ADDRESS, n, ids), ids)
+        return _present(ids, replies)
 
     def set_torque(self, ids: Sequence[int], enabled: bool) -> None:
         self.sync_write_register(XTable.TORQUE_ENABLE, {pid: int(enabled) for pid in ids})
@@ -250,6 +336,19 @@ class DynamixelBus(LinkedDevice):
         """Hardware Error Status of each servo (only the non-zero ones)."""
         values = self.sync_read_register(XTable.HARDWARE_ERROR_STATUS, ids)
         return {pid: HardwareError(v) for pid, v in values.items() if v}
+
+
+def _present(ids: tuple[int, ...], replies: list[dxl.StatusPacket]) -> PresentValues:
+    block = np.frombuffer(
+        b"".join(_exact(r, PRESENT_BLOCK_LENGTH) for r in replies), dtype=_PRESENT
+    )
+    return PresentValues(
+        ids,
+        block["current"].astype(np.int64),
+        block["velocity"].astype(np.int64),
+        block["position"].astype(np.int64),
+        np.array([r.alert for r in replies]),
+    )
 
 
 def _exact(reply: dxl.StatusPacket, n: int) -> bytes:

@@ -2,10 +2,16 @@
 
 Each servo keeps a control table (``XTable``); instructions are answered as a servo does:
 PING (always, unless the id is absent), READ, WRITE, REG_WRITE / ACTION, REBOOT, FACTORY_RESET,
-SYNC_READ / BULK_READ (one status packet per listed servo, in list order), SYNC_WRITE / BULK_WRITE
-(no reply). Writes are checked: undefined or read-only addresses and EEPROM writes while torque is
+SYNC_READ / BULK_READ (one status packet per listed servo, in list order), FAST_SYNC_READ /
+FAST_BULK_READ (one aggregate status packet from 0xFE with each servo's block and CRC, in list
+order; a listed id that is absent breaks the chain: the servos before it put out their blocks of
+the announced packet and the rest stay silent, as on a real bus), SYNC_WRITE / BULK_WRITE (no
+reply). With ``fast_read=False`` the servos are of a firmware without the fast reads: they ignore
+0x8A and 0x9A, as any broadcast instruction they do not know. Writes are checked: undefined or read-only addresses and EEPROM writes while torque is
 on answer ACCESS, out-of-range values DATA_RANGE / DATA_LIMIT, partial registers DATA_LENGTH. A
 latched hardware error sets the alert bit of every status packet and turns the torque off.
+``wire_baud`` (off by default: a pty has no wire time) makes each reply arrive when its last
+byte would at that baud rate, so a benchmark sees what six status packets cost against one.
 
 The servos move a ``PhysicsSource``: torque enable, operating mode, goals and gains become a
 ``Drive`` per joint through the ``JointMap`` (current mode: goal current x torque constant;
@@ -55,6 +61,9 @@ _GAINS = (
     XTable.VELOCITY_P_GAIN,
     XTable.VELOCITY_I_GAIN,
 )
+_SYNC_READS = (Instruction.SYNC_READ, Instruction.FAST_SYNC_READ)
+_FAST_READS = (Instruction.FAST_SYNC_READ, Instruction.FAST_BULK_READ)
+_GROUP_READS = (*_SYNC_READS, *_FAST_READS, Instruction.BULK_READ)
 _POSITION_MODES = (
     OperatingMode.POSITION,
     OperatingMode.EXTENDED_POSITION,
@@ -165,13 +174,18 @@ class ServoChainEmulator:
         name: str = "servo_bus",
         link_dir: Path | None = None,
         faults: FaultInjector | None = None,
+        fast_read: bool = True,
     ) -> None:
         self.source, self.map, self.clock = source, joint_map, clock
+        self.fast_read = fast_read
         models = model_numbers or [XTable.MODEL_NUMBER.default] * joint_map.n
         self.servos = {pid: EmulatedServo(pid, m) for pid, m in zip(joint_map.ids, models)}
         self.joint_of = {pid: j for j, pid in enumerate(joint_map.ids)}
         self.parser = dxl.DynamixelStreamParser()
         self.reply_delay_s = 0.0
+        #: Baud rate whose wire time the replies take (None: they leave at once, as on a pty).
+        self.wire_baud: int | None = None
+        self._received_at, self._instruction_bytes = 0.0, 0
         self.instructions = 0
         self._lock = threading.Lock()
         self._refresh()
@@ -242,47 +256,77 @@ class ServoChainEmulator:
     def _on_data(self, data: bytes) -> None:
         for packet in self.parser.feed(data):
             if isinstance(packet, dxl.InstructionPacket):
+                self._received_at = time.perf_counter()
+                self._instruction_bytes = dxl.MIN_PACKET_LENGTH + len(packet.params)
                 with self._lock:
                     self.instructions += 1
                     replies = self._handle(packet)
                 self._send(replies)
 
-    def _send(self, replies: list[tuple[EmulatedServo, dxl.StatusPacket]]) -> None:
-        """Each servo answers after its return delay (and any injected delay); replies without a
-        delay leave in one write (the same bytes on the wire, fewer thread switches)."""
+    def _send(self, replies: list[tuple[EmulatedServo, bytes]]) -> None:
+        """Each reply (wire bytes) leaves after its servo's return delay (and any injected delay);
+        replies without a delay leave in one write (the same bytes on the wire, fewer thread
+        switches). A fast read's aggregate packet waits for its first servo's delay only. With
+        ``wire_baud`` set, a reply arrives when its last byte would (10 bits a byte), after the
+        instruction's own bytes and the replies before it."""
+        if self.wire_baud:
+            return self._send_paced(replies)
         batch = bytearray()
-        for servo, packet in replies:
+        for servo, raw in replies:
             delay = self.reply_delay_s + servo.get(XTable.RETURN_DELAY_TIME) * Units.RETURN_DELAY_S
             if delay > 0:
                 if batch:
                     self.port.write(bytes(batch))
                     batch.clear()
                 time.sleep(delay)
-            batch += dxl.encode_status(packet)
+            batch += raw
         if batch:
             self.port.write(bytes(batch))
+
+    def _send_paced(self, replies: list[tuple[EmulatedServo, bytes]]) -> None:
+        byte_s = 10.0 / self.wire_baud
+        due = self._received_at + self._instruction_bytes * byte_s
+        for servo, raw in replies:
+            delay = self.reply_delay_s + servo.get(XTable.RETURN_DELAY_TIME) * Units.RETURN_DELAY_S
+            due = max(due, time.perf_counter()) + delay + len(raw) * byte_s
+            wait = due - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            self.port.write(raw)
 
     def _targets(self, pid: int) -> list[EmulatedServo]:
         if pid == BROADCAST_ID:
             return [self.servos[i] for i in sorted(self.servos)]
         return [self.servos[pid]] if pid in self.servos else []
 
-    def _handle(self, pkt: dxl.InstructionPacket) -> list[tuple[EmulatedServo, dxl.StatusPacket]]:
+    def _handle(self, pkt: dxl.InstructionPacket) -> list[tuple[EmulatedServo, bytes]]:
         inst, params, unicast = pkt.instruction, pkt.params, pkt.id != BROADCAST_ID
         try:
             if inst == Instruction.PING:
                 return [
-                    (s, dxl.ping_status(s.id, s.model_number, s.firmware, s.err()))
+                    (
+                        s,
+                        dxl.encode_status(
+                            dxl.ping_status(s.id, s.model_number, s.firmware, s.err())
+                        ),
+                    )
                     for s in self._targets(pkt.id)
                 ]
-            if inst in (Instruction.SYNC_READ, Instruction.BULK_READ):
-                if inst == Instruction.SYNC_READ:
+            fast = inst in _FAST_READS
+            if inst in _GROUP_READS and (self.fast_read or not fast):
+                if inst in _SYNC_READS:
                     addr, length, ids = dxl.parse_sync_read(params)
                     items = [(i, addr, length) for i in ids]
                 else:
                     items = dxl.parse_bulk_read(params)
                 self._refresh()
-                return [self._read(self.servos[i], a, n) for i, a, n in items if i in self.servos]
+                if fast:
+                    return self._fast_reply(items)
+                return [
+                    (self.servos[i], dxl.encode_status(self._read(self.servos[i], a, n)))
+                    for i, a, n in items
+                    if i in self.servos
+                ]
             if inst in (Instruction.SYNC_WRITE, Instruction.BULK_WRITE):
                 if inst == Instruction.SYNC_WRITE:
                     addr, _, data = dxl.parse_sync_write(params)
@@ -303,14 +347,31 @@ class ServoChainEmulator:
                 inst == Instruction.PING or (inst == Instruction.READ and level >= 1) or level >= 2
             )
             if reply is not None and unicast and wanted:
-                replies.append((s, reply))
+                replies.append((s, dxl.encode_status(reply)))
         return replies
+
+    def _fast_reply(self, items: list[tuple[int, int, int]]) -> list[tuple[EmulatedServo, bytes]]:
+        """The aggregate status of a fast read of ``(id, address, length)`` items (module doc):
+        a block is always ``length`` data bytes, zeros with ACCESS for a range it cannot read."""
+        blocks = []
+        for pid, address, length in items:
+            s = self.servos.get(pid)
+            if s is None:
+                break
+            if address + length > XTable.SIZE or length == 0:
+                blocks.append(dxl.StatusPacket(pid, s.err(StatusError.ACCESS), bytes(length)))
+            else:
+                blocks.append(self._read(s, address, length))
+        if not blocks:
+            return []
+        length = dxl.fast_status_length([n for _, _, n in items])
+        return [(self.servos[items[0][0]], dxl.encode_fast_status(blocks, length))]
 
     def _unicast(self, s: EmulatedServo, inst: int, params: bytes) -> dxl.StatusPacket | None:
         try:
             if inst == Instruction.READ:
                 self._refresh()
-                return self._read(s, *dxl.parse_read(params))[1]
+                return self._read(s, *dxl.parse_read(params))
             if inst in (Instruction.WRITE, Instruction.REG_WRITE):
                 addr, data = dxl.parse_write(params)
                 code = s.check_write(addr, data)
@@ -346,12 +407,10 @@ class ServoChainEmulator:
             return dxl.StatusPacket(s.id, s.err(StatusError.DATA_LENGTH))
         return dxl.StatusPacket(s.id, s.err(StatusError.INSTRUCTION))
 
-    def _read(
-        self, s: EmulatedServo, address: int, length: int
-    ) -> tuple[EmulatedServo, dxl.StatusPacket]:
+    def _read(self, s: EmulatedServo, address: int, length: int) -> dxl.StatusPacket:
         if address + length > XTable.SIZE or length == 0:
-            return s, dxl.StatusPacket(s.id, s.err(StatusError.ACCESS))
-        return s, dxl.StatusPacket(s.id, s.err(), bytes(s.table[address : address + length]))
+            return dxl.StatusPacket(s.id, s.err(StatusError.ACCESS))
+        return dxl.StatusPacket(s.id, s.err(), bytes(s.table[address : address + length]))
 
     def _write(self, s: EmulatedServo, address: int, data: bytes) -> StatusError:
         code = s.check_write(address, data)

@@ -1,151 +1,62 @@
-"""DYNAMIXEL Protocol 2.0 packets: pure encoders/decoders, byte stuffing, CRC and a stream parser.
+"""DYNAMIXEL Protocol 2.0 codec: values, instruction builders (host side) and parameter parsers
+(device side), as pure functions (``docs/protocols/dynamixel.md``).
 
-``FF FF FD 00 | ID | LEN_L LEN_H | INST | params | CRC_L CRC_H`` (``docs/protocols/dynamixel.md``).
-Status packets carry INST 0x55 and an ERR byte before their parameters. Stuffing covers the
-instruction through the last parameter; LEN counts the stuffed bytes plus the CRC; the CRC covers
-the stuffed packet from the first ``FF``.
+Packet types, stuffing, framing and the fast reads' aggregate status live in
+``dynamixel_packet``, the stream parser in ``dynamixel_stream``; both are re-exported here, so
+``dynamixel`` is the one name to import.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
 
 from twin.hardware.errors import InvalidArgumentError, ProtocolError
-from twin.hardware.protocols.crc import crc16_dynamixel
-from twin.hardware.protocols.dynamixel_table import (
-    ALERT_BIT,
-    BROADCAST_ID,
-    ERROR_CODE_MASK,
-    MAX_ID,
-    STATUS_INSTRUCTION,
-    Instruction,
-    Register,
-    StatusError,
+from twin.hardware.protocols.dynamixel_packet import (
+    FAST_BLOCK_OVERHEAD,
+    HEADER,
+    MAX_LEN_FIELD,
+    MIN_PACKET_LENGTH,
+    InstructionPacket,
+    Packet,
+    StatusPacket,
+    decode_fast_status,
+    decode_packet,
+    encode_fast_status,
+    encode_instruction,
+    encode_status,
+    fast_status_length,
+    packet_crc_ok,
+    packet_from_body,
+    stuff,
+    unstuff,
 )
+from twin.hardware.protocols.dynamixel_packet import check_id as _check_id
+from twin.hardware.protocols.dynamixel_stream import DynamixelStreamParser
+from twin.hardware.protocols.dynamixel_table import BROADCAST_ID, Instruction, Register
 
-HEADER = b"\xff\xff\xfd\x00"
-_STUFF_PATTERN = b"\xff\xff\xfd"
-_STUFFED = b"\xff\xff\xfd\xfd"
-MIN_PACKET_LENGTH = 10  # header 4, id, len 2, inst, crc 2
-MAX_LEN_FIELD = 0xFFFF
-
-
-class InstructionPacket(NamedTuple):
-    """Host -> device. ``params`` are the unstuffed parameter bytes. (Named tuples: a stream
-    parser makes thousands per second; compare packets of one kind only.)"""
-
-    id: int
-    instruction: int
-    params: bytes = b""
-
-
-class StatusPacket(NamedTuple):
-    """Device -> host. ``error`` is the ERR byte (bit 7 alert, bits 0..6 a ``StatusError``)."""
-
-    id: int
-    error: int
-    params: bytes = b""
-
-    @property
-    def alert(self) -> bool:
-        """A hardware error is latched in the device (read Hardware Error Status)."""
-        return bool(self.error & ALERT_BIT)
-
-    @property
-    def error_code(self) -> StatusError:
-        code = self.error & ERROR_CODE_MASK
-        try:
-            return StatusError(code)
-        except ValueError:
-            return StatusError.RESULT_FAIL
-
-
-Packet = InstructionPacket | StatusPacket
-
-
-# --- stuffing, framing ------------------------------------------------------------------------------
-
-
-def stuff(body: bytes) -> bytes:
-    """Insert an extra ``FD`` after every ``FF FF FD`` (the pattern cannot overlap itself)."""
-    return bytes(body).replace(_STUFF_PATTERN, _STUFFED)
-
-
-def unstuff(body: bytes) -> bytes:
-    """Undo ``stuff``; ``ProtocolError`` for an ``FF FF FD`` that was not stuffed."""
-    out = bytes(body).replace(_STUFFED, _STUFF_PATTERN)
-    if out.count(_STUFF_PATTERN) != bytes(body).count(_STUFFED):
-        raise ProtocolError("unstuffed FF FF FD inside a packet body")
-    return out
-
-
-def _check_id(pid: int, allow_broadcast: bool) -> None:
-    if not isinstance(pid, int) or not (
-        0 <= pid <= MAX_ID or (allow_broadcast and pid == BROADCAST_ID)
-    ):
-        allowed = f"0..{MAX_ID}" + (" or 0xFE (broadcast)" if allow_broadcast else "")
-        raise InvalidArgumentError(f"DYNAMIXEL id must be {allowed}, got {pid!r}")
-
-
-def _frame(pid: int, body: bytes) -> bytes:
-    stuffed = stuff(body)
-    length = len(stuffed) + 2
-    if length > MAX_LEN_FIELD:
-        raise InvalidArgumentError(f"packet too long: LEN {length} > {MAX_LEN_FIELD}")
-    head = HEADER + bytes((pid, length & 0xFF, length >> 8)) + stuffed
-    crc = crc16_dynamixel(head)
-    return head + bytes((crc & 0xFF, crc >> 8))
-
-
-def encode_instruction(packet: InstructionPacket) -> bytes:
-    """Wire bytes of an instruction packet."""
-    _check_id(packet.id, allow_broadcast=True)
-    if not 0 <= packet.instruction <= 0xFF or packet.instruction == STATUS_INSTRUCTION:
-        raise InvalidArgumentError(
-            f"instruction must be a byte other than 0x55, got {packet.instruction!r}"
-        )
-    return _frame(packet.id, bytes((packet.instruction,)) + bytes(packet.params))
-
-
-def encode_status(packet: StatusPacket) -> bytes:
-    """Wire bytes of a status packet."""
-    _check_id(packet.id, allow_broadcast=True)
-    if not 0 <= packet.error <= 0xFF:
-        raise InvalidArgumentError(f"status ERR must be a byte, got {packet.error!r}")
-    return _frame(packet.id, bytes((STATUS_INSTRUCTION, packet.error)) + bytes(packet.params))
-
-
-def packet_crc_ok(raw: bytes) -> bool:
-    return len(raw) >= MIN_PACKET_LENGTH and crc16_dynamixel(raw[:-2]) == raw[-2] | (raw[-1] << 8)
-
-
-def decode_packet(raw: bytes) -> Packet:
-    """Decode one whole packet (status or instruction); ``ProtocolError`` says what is wrong."""
-    raw = bytes(raw)
-    if len(raw) < MIN_PACKET_LENGTH:
-        raise ProtocolError(f"a packet is at least {MIN_PACKET_LENGTH} bytes, got {len(raw)}")
-    if raw[:3] != HEADER[:3]:
-        raise ProtocolError(f"header must be FF FF FD, got {raw[:3].hex(' ')}")
-    if raw[3] != 0:
-        raise ProtocolError(f"reserved byte must be 0x00, got 0x{raw[3]:02X}")
-    length = raw[5] | raw[6] << 8
-    if length + 7 != len(raw):
-        raise ProtocolError(f"LEN {length} does not match {len(raw)} bytes (expected LEN + 7)")
-    if not packet_crc_ok(raw):
-        raise ProtocolError("CRC-16 mismatch")
-    return _packet(raw[4], raw[7:-2])
-
-
-def _packet(pid: int, stuffed: bytes) -> Packet:
-    """The packet of a CRC-checked stuffed body (instruction byte onwards, CRC excluded)."""
-    body = unstuff(stuffed) if _STUFF_PATTERN in stuffed else stuffed
-    if body[0] == STATUS_INSTRUCTION:
-        if len(body) < 2:
-            raise ProtocolError("status packet without ERR byte")
-        return StatusPacket(pid, body[1], body[2:])
-    return InstructionPacket(pid, body[0], body[1:])
+__all__ = [
+    "FAST_BLOCK_OVERHEAD",
+    "HEADER",
+    "MAX_LEN_FIELD",
+    "MIN_PACKET_LENGTH",
+    "DynamixelStreamParser",
+    "InstructionPacket",
+    "InvalidArgumentError",
+    "Packet",
+    "ProtocolError",
+    "StatusPacket",
+    "decode_fast_status",
+    "decode_packet",
+    "encode_fast_status",
+    "encode_instruction",
+    "encode_status",
+    "fast_status_length",
+    "packet_crc_ok",
+    "packet_from_body",
+    "stuff",
+    "unstuff",
+]
 
 
 # --- values -------------------------------------------------------------------------------------------
@@ -243,6 +154,14 @@ def sync_read(address: int, length: int, ids: Sequence[int]) -> InstructionPacke
     return InstructionPacket(BROADCAST_ID, Instruction.SYNC_READ, params)
 
 
+def fast_sync_read(address: int, length: int, ids: Sequence[int]) -> InstructionPacket:
+    """FAST_SYNC_READ: parameters as SYNC_READ; one aggregate status packet answers
+    (``decode_fast_status``)."""
+    return InstructionPacket(
+        BROADCAST_ID, Instruction.FAST_SYNC_READ, sync_read(address, length, ids).params
+    )
+
+
 def sync_write(address: int, length: int, data: Mapping[int, bytes]) -> InstructionPacket:
     """SYNC_WRITE of ``length`` bytes per device (``{id: data}``); no reply."""
     _ids(list(data))
@@ -261,6 +180,11 @@ def bulk_read(items: Sequence[tuple[int, int, int]]) -> InstructionPacket:
     _ids([i for i, _, _ in items])
     body = b"".join(bytes((i,)) + _u16(a, "address") + _u16(n, "length") for i, a, n in items)
     return InstructionPacket(BROADCAST_ID, Instruction.BULK_READ, body)
+
+
+def fast_bulk_read(items: Sequence[tuple[int, int, int]]) -> InstructionPacket:
+    """FAST_BULK_READ: parameters as BULK_READ; one aggregate status packet answers."""
+    return InstructionPacket(BROADCAST_ID, Instruction.FAST_BULK_READ, bulk_read(items).params)
 
 
 def bulk_write(items: Sequence[tuple[int, int, bytes]]) -> InstructionPacket:
@@ -350,8 +274,3 @@ def parse_ping_status(packet: StatusPacket) -> tuple[int, int]:
     """``(model_number, firmware)`` of a PING answer."""
     _need(packet.params, 3, "PING status")
     return packet.params[0] | packet.params[1] << 8, packet.params[2]
-
-
-# --- stream parser (its own module; re-exported here, after everything it imports is defined) ----
-
-from twin.hardware.protocols.dynamixel_stream import DynamixelStreamParser  # noqa: E402, F401

@@ -18,16 +18,16 @@ import struct
 import numpy as np
 from twin.hardware.errors import ProtocolError
 from twin.hardware.protocols.crc import DXL_TABLE8, DXL_TABLE16, NATIVE_LITTLE_ENDIAN
-from twin.hardware.protocols.dynamixel import (
+from twin.hardware.protocols.dynamixel_packet import (
     HEADER,
-    STATUS_INSTRUCTION,
+    STUFF_PATTERN,
     Packet,
     StatusPacket,
-    _packet,
+    packet_from_body,
 )
+from twin.hardware.protocols.dynamixel_table import STATUS_INSTRUCTION
 from twin.hardware.protocols.stream import ParserStats
 
-_STUFF = b"\xff\xff\xfd"
 _HEADER_ARRAY = np.frombuffer(HEADER, np.uint8)
 _FAST_MIN = 16  # packets in a run before the vectorised path pays off (measured: ~10)
 _WORDS: dict[int, object] = {}  # native-order word unpackers by data length
@@ -152,11 +152,11 @@ class DynamixelStreamParser:
                 crc = ((crc << 8) & 0xFFFF) ^ t8[((crc >> 8) ^ raw[n - 1]) & 0xFF]
             if crc == raw[-2] | (raw[-1] << 8):
                 body = raw[7:-2]
-                if body[0] == STATUS_INSTRUCTION and len(body) >= 2 and _STUFF not in body:
+                if body[0] == STATUS_INSTRUCTION and len(body) >= 2 and STUFF_PATTERN not in body:
                     packet = StatusPacket(raw[4], body[1], body[2:])
-                else:
+                else:  # stuffed, an instruction or a fast read's aggregate status
                     with contextlib.suppress(ProtocolError):
-                        packet = _packet(raw[4], body)
+                        packet = packet_from_body(raw[4], body)
             else:
                 stats.crc_errors += 1
             if packet is None:

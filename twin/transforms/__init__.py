@@ -47,15 +47,19 @@ not set     NonFatalError, zeros   NonFatalError, zeros   FatalError, zeros     
 When several conditions hold, a zeros outcome wins, else the most severe code (codes are ordered
 OK < Stale < Degraded < DeadlineMissed < NonFatalError < FatalError). ``tf.reason`` says why the
 last update was not OK; a change of code is logged once on the ``twin.transforms`` logger (no
-formatting or logging while the code stays the same). The reference SDK passes NaN through with
-OK and silently normalises quaternions; that is deliberately not kept. It also reports an unset
-entry as NonFatalError under every policy; here hard_rt and strict_rt make it FatalError, as for a
-missing transform. The table itself is data: ``twin.transforms.codes.POLICY_TABLE``.
+formatting or logging while the code stays the same). The table itself is data:
+``twin.transforms.codes.POLICY_TABLE``. Where it differs from the reference SDK: the SDK passes
+NaN through with OK and uses a non-unit moving-frame or input quaternion raw (a non-rigid
+result, still OK); here those are non-finite and off-norm conditions. The not-set and tf-missing
+rows are the SDK's (NonFatalError under best_effort and soft_rt, FatalError under hard_rt and
+strict_rt).
 
 Configuration errors (bad JSON, missing section, unknown origin, wrong length or type,
-non-finite number, quaternion norm off 1 by more than 1e-6, moving input axes on ``PoseTf``) raise
-``TfConfigError`` naming the file, section and field. An unknown policy or key warns
-(``TfConfigWarning``) and is ignored (policy: best effort).
+non-finite number, quaternion norm off 1 by more than 1e-3, moving input axes on ``PoseTf``)
+raise ``TfConfigError`` naming the file, section and field. A quaternion off unit norm by more
+than 1e-6 and at most 1e-3 (a hand-written ``[0.7071, 0, 0, 0.7071]``) is normalised with a
+``TfConfigWarning`` naming the same. An unknown policy or key warns (``TfConfigWarning``) and is
+ignored (policy: best effort).
 """
 
 from twin.transforms.codes import POLICY_TABLE, Condition, Policy, ReturnCode

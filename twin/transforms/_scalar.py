@@ -109,8 +109,10 @@ def qcanonical(q: Quat) -> Quat:
     """Unit and canonical (``w >= 0``; for ``w == 0`` the first non-zero of x, y, z > 0), as
     ``quaternion.canonicalize``; components may be floats or (N,) arrays."""
     w, x, y, z = q
-    if isinstance(w, np.ndarray):
-        sign = np.where(w != 0.0, w, np.where(x != 0.0, x, np.where(y != 0.0, y, z)))
+    if type(w) is not float and isinstance(w, np.ndarray):
+        sign = w
+        if not w.all():  # some w == 0: the first non-zero of x, y, z decides there
+            sign = np.where(w != 0.0, w, np.where(x != 0.0, x, np.where(y != 0.0, y, z)))
         n = np.copysign(np.sqrt(w * w + x * x + y * y + z * z), sign)
         return (w / n, x / n, y / n, z / n)
     n = math.sqrt(w * w + x * x + y * y + z * z)

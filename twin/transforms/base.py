@@ -48,6 +48,33 @@ def all_finite(values: tuple | list) -> bool:
     return all(math.isfinite(v) for v in values)
 
 
+_IDENTITY7 = np.array([[0.0], [0.0], [0.0], [1.0], [0.0], [0.0], [0.0]])
+
+
+def pose_columns(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Columns (7, N) of rows ``[tx, ty, tz, qw, qx, qy, qz]`` (N, 7) (views of ``rows``, so no
+    copy, unless a row has to be replaced), the quaternion norms (N,), and the rows (N,) bool
+    with a NaN, an infinity or a zero quaternion: those are replaced by the identity."""
+    cols = rows.T
+    qw, qx, qy, qz = cols[3:]
+    norm = np.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
+    bad = non_finite_rows(rows, axis=1) | (norm == 0.0)
+    if bad.any():
+        cols = np.ascontiguousarray(cols)
+        cols[:, bad] = _IDENTITY7
+        norm[bad] = 1.0
+    return cols, norm, bad
+
+
+def non_finite_rows(a: np.ndarray, axis: int) -> np.ndarray:
+    """(N,) bool: the rows of ``a`` (reduced along ``axis``) holding a NaN or an infinity. A
+    finite sum of the whole array proves every element finite (one fast flat pass); only
+    otherwise is each row checked."""
+    if np.isfinite(a.sum()):
+        return np.zeros(a.shape[1 - axis], dtype=bool)
+    return ~np.isfinite(a).all(axis=axis)
+
+
 class TransformerBase:
     """Shared behaviour of ``WrenchTf``, ``TwistTf``, ``ImuTf`` and ``PoseTf``.
 
@@ -96,6 +123,8 @@ class TransformerBase:
         self._code = _OK
         self._code_reason = ""
         self._dirty = True
+        self._out_array: np.ndarray | None = None  # the last ``out`` array and a view on it
+        self._out_view: memoryview | None = None
 
     # ----------------------------------------------------------------- metadata
     def name(self) -> str:
@@ -221,6 +250,23 @@ class TransformerBase:
             _log.info("%s: back to OK", label)
         else:
             _log.warning("%s: %s: %s", label, code.name, self._reason)
+
+    def _sink(self, out):
+        """Where ``update`` writes its values: for a contiguous float64 (SIZE,) array a cached
+        memoryview on it (item assignment through one costs half as much as on the array; a
+        control loop passes the same array every time), else ``out`` itself."""
+        if out is self._out_array:
+            return self._out_view
+        if (
+            type(out) is np.ndarray
+            and out.dtype == np.float64
+            and out.shape == (self.SIZE,)
+            and out.flags.c_contiguous
+            and out.flags.writeable
+        ):
+            self._out_array, self._out_view = out, memoryview(out)
+            return self._out_view
+        return out
 
     def _signal_error(self, value) -> ValueError:
         return ValueError(

@@ -20,8 +20,13 @@ from dataclasses import dataclass, field
 
 from twin.transforms.codes import Policy
 
-#: A quaternion whose norm is off 1 by more than this is refused in configuration.
+#: A quaternion whose norm is off 1 by at most this is unit (normalised silently); at run time a
+#: moving-frame or input quaternion off by more is ``Condition.OFF_NORM``.
 QUATERNION_NORM_TOLERANCE = 1e-6
+#: A configured quaternion off unit norm by more than ``QUATERNION_NORM_TOLERANCE`` and at most
+#: this (4-decimal hand-written values such as ``[0.7071, 0, 0, 0.7071]``, off by 1e-5) is
+#: normalised with a ``TfConfigWarning``; one off by more is refused (``TfConfigError``).
+QUATERNION_NORM_NORMALISE_LIMIT = 1e-3
 
 
 class TfConfigError(ValueError):
@@ -30,7 +35,7 @@ class TfConfigError(ValueError):
 
 class TfConfigWarning(UserWarning):
     """A configuration problem that has a safe fallback (unknown policy, unknown key, refused
-    override of a config-loaded entry)."""
+    override of a config-loaded entry, a quaternion slightly off unit norm normalised)."""
 
 
 class Origin(str, enum.Enum):
@@ -134,15 +139,20 @@ def parse_vector(value: object, length: int, where: _Where, fld: str, unit: str)
 
 
 def parse_quaternion(value: object, where: _Where, fld: str) -> tuple:
-    """A unit quaternion tuple (normalised); refuses a norm off 1 by more than 1e-6."""
+    """A unit quaternion tuple, normalised. A norm off 1 by more than 1e-6 and at most 1e-3 warns
+    (``TfConfigWarning`` naming file, section and field); by more than 1e-3 it is refused."""
     q = parse_vector(value, 4, where, fld, "[qw, qx, qy, qz]")
     norm = math.sqrt(sum(c * c for c in q))
-    if abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
+    off = abs(norm - 1.0)
+    if off > QUATERNION_NORM_NORMALISE_LIMIT:
         raise where.error(
             fld,
             f"quaternion {list(q)} has norm {norm:.9g}; expected a unit quaternion "
-            f"[qw, qx, qy, qz] (norm within {QUATERNION_NORM_TOLERANCE:g} of 1)",
+            f"[qw, qx, qy, qz] (norm within {QUATERNION_NORM_NORMALISE_LIMIT:g} of 1)",
         )
+    if off > QUATERNION_NORM_TOLERANCE:
+        msg = where.error(fld, f"quaternion {list(q)} has norm {norm:.9g}; normalised to unit norm")
+        warnings.warn(str(msg), TfConfigWarning, stacklevel=4)
     return tuple(c / norm for c in q)
 
 
@@ -217,7 +227,8 @@ def load_tf_config(path: str | os.PathLike, section: str) -> TfConfig:
     Entries absent from the section (or with an empty origin) are "not set". Raises
     ``TfConfigError`` naming the file, section and field for bad JSON, a missing section, an
     unknown origin, a wrong length or type, a non-finite number, or a quaternion whose norm is
-    off 1 by more than 1e-6. An unknown policy or key warns (``TfConfigWarning``).
+    off 1 by more than 1e-3 (one off by more than 1e-6 is normalised with a ``TfConfigWarning``).
+    An unknown policy or key warns (``TfConfigWarning``).
     """
     source = os.fspath(path)
     try:

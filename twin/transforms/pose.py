@@ -1,21 +1,23 @@
-"""``PoseTf``: a pose ``[px, py, pz, qw, qx, qy, qz]`` re-expressed by rigid composition.
+"""``PoseTf``: a pose ``[px, py, pz, qw, qx, qy, qz]`` re-expressed for another reference point and
+other expression axes, with the vendor SDK's meaning of a pose (``docs/reference/transformers.md``).
 
-The input pose gives where the moving body is, so there is no ``set_fixed_to_moving_frame_tf``.
-Meaning of the entries for a pose (a point fixed in the fixed frame is where a position vector
-*starts*; a point fixed on the moving body is where it *ends*):
+What a pose means: the position is the vector from the base (the fixed frame's origin, always the
+start) to the reference point (the end), written in the expression axes; the orientation is the
+moving body's orientation relative to those axes (``q * v_moving = v_expressed``). The input pose
+gives where the moving body is, so there is no ``set_fixed_to_moving_frame_tf``.
 
-- input: position ``p`` of the input reference point relative to the input base, in the input
-  axes ``R_ia`` (``fixed_frame`` only: the input quaternion defines the moving frame, so moving
-  input axes would be circular and are refused); orientation ``q`` of the body relative to the
-  input axes (``q * v_moving = v_expressed``). A ``fixed_frame`` input point ``d`` is the base
-  (start of ``p``) at ``d`` in the fixed frame; a ``moving_frame`` point ``e_in`` is the body
-  point whose position ``p`` is.
-- output: likewise; ``fixed_frame`` output point = base of the output position, ``moving_frame``
-  output point ``e_out`` = the body point reported; output axes fixed, or moving (rotation
-  relative to the body).
+With the input ``[p, q]``, input axes ``R_ia`` (``fixed_frame`` only: the input quaternion
+defines the moving frame, so moving input axes would be circular and are refused) and the body's
+orientation ``R_fm = R_ia R(q)`` in the base:
 
-As transforms: ``fixed_T_moving = B_in P E_in^-1`` and ``out = B_out^-1 fixed_T_moving E_out``,
-with ``B`` the base (point if fixed, axes) and ``E`` the body point (translation if moving).
+- the body origin is ``o = R_ia p - c_in``, with ``c_in = d_in`` for a ``fixed_frame`` input
+  point (an offset in base axes) or ``c_in = R_fm e_in`` for a ``moving_frame`` one (a body
+  point);
+- the output point is ``P = d_out`` for a ``fixed_frame`` output point (a point of the base: the
+  same whatever the body does) or ``P = o + R_fm e_out`` for a ``moving_frame`` one;
+- the output axes are ``R_oa = R_out`` (``fixed_frame``) or ``R_fm R_out`` (``moving_frame``).
+
+In one formula: ``pose_out = [R_oa^T P, R_oa^T R_fm]`` (positions m, unit quaternions).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 
 from twin.spatial import quaternion
 from twin.transforms import _scalar as s
-from twin.transforms.base import BATCH_CHUNK, TransformerBase, all_finite
+from twin.transforms.base import BATCH_CHUNK, TransformerBase, all_finite, pose_columns
 from twin.transforms.codes import Condition, ReturnCode
 from twin.transforms.config import QUATERNION_NORM_TOLERANCE, Origin, _Where
 
@@ -40,8 +42,9 @@ def _floats(values: np.ndarray) -> tuple:
 
 
 class PoseTf(TransformerBase):
-    """Pose ``[px, py, pz, qw, qx, qy, qz]`` (m, unit quaternion) from the input base/point/axes
-    to the output base/point/axes. JSON section ``tf_pose_config``."""
+    """Pose ``[px, py, pz, qw, qx, qy, qz]`` (m, unit quaternion ``[w, x, y, z]``) of the input
+    reference point in the input axes -> the same of the output reference point in the output
+    axes (the module's formula). JSON section ``tf_pose_config``."""
 
     SECTION = "tf_pose_config"
     SIZE = 7
@@ -52,6 +55,7 @@ class PoseTf(TransformerBase):
         self._e: s.Vec3 = _ZERO3  # body point offset e_out - e_in (moving frame) m
         self._e_zero = True
         self._out_moving = False
+        self._use_p = True  # False for a fixed output point: the position ignores the input's
         # Constants of _compose, set by _resolve.
         self._rot_out_t = self._lin = s.IDENTITY9
         self._m = self._off = _ZERO3
@@ -70,27 +74,32 @@ class PoseTf(TransformerBase):
             return
         e = self._entries
         d_in, d_out = e["input_ref_point"], e["output_ref_point"]
-        t_bi = tuple(d_in.translation) if d_in.origin is Origin.FIXED else _ZERO3
-        t_bo = tuple(d_out.translation) if d_out.origin is Origin.FIXED else _ZERO3
-        e_in = tuple(d_in.translation) if d_in.origin is Origin.MOVING else _ZERO3
-        e_out = tuple(d_out.translation) if d_out.origin is Origin.MOVING else _ZERO3
-        self._e = tuple(b - a for a, b in zip(e_in, e_out))
-        self._e_zero = self._e == _ZERO3
-        dt = np.subtract(t_bi, t_bo)
-        q_bi = np.asarray(e["input_expr_axes"].rotation)
+        q_ia = np.asarray(e["input_expr_axes"].rotation)
         q_out_c = quaternion.conjugate(np.asarray(e["output_expr_axes"].rotation))
         self._out_moving = e["output_expr_axes"].origin is Origin.MOVING
+        self._use_p = d_out.origin is Origin.MOVING
         rot_out_t = quaternion.to_matrix(q_out_c)
         self._rot_out_t = _floats(rot_out_t.ravel())
+        # P = R_ia (p + R(q) e) + d (the R_ia term only for a moving output point)
+        if self._use_p:
+            # e = e_out - e_in (body points), d = -d_in (a fixed input point: a base offset)
+            e_in = np.asarray(d_in.translation) if d_in.origin is Origin.MOVING else np.zeros(3)
+            self._e = _floats(np.asarray(d_out.translation) - e_in)
+            d = -np.asarray(d_in.translation) if d_in.origin is Origin.FIXED else np.zeros(3)
+        else:
+            # P = d = d_out, a point of the base
+            self._e = _ZERO3
+            d = np.asarray(d_out.translation, dtype=float)
+        self._e_zero = self._e == _ZERO3
         if self._out_moving:
-            # pos = R_out^T (R_p^T (p + R_bi^T dt) + e); orientation = conj(q_out)
-            self._m = _floats(quaternion.rotate(quaternion.conjugate(q_bi), dt))
+            # pos = R_out^T (R(q)^T (p + R_ia^T d) + e); orientation = conj(q_out)
+            self._m = _floats(quaternion.rotate(quaternion.conjugate(q_ia), d))
             self._q_const = _floats(q_out_c)
         else:
-            # pos = R_out^T R_bi (p + R_p e) + R_out^T dt; orientation = conj(q_out) q_bi q_p
-            self._lin = _floats((rot_out_t @ quaternion.to_matrix(q_bi)).ravel())
-            self._off = _floats(rot_out_t @ dt)
-            self._q_left = _floats(quaternion.multiply(q_out_c, q_bi))
+            # pos = R_out^T R_ia (p + R(q) e) + R_out^T d; orientation = conj(q_out) q_ia q
+            self._lin = _floats((rot_out_t @ quaternion.to_matrix(q_ia)).ravel())
+            self._off = _floats(rot_out_t @ d)
+            self._q_left = _floats(quaternion.multiply(q_out_c, q_ia))
 
     def update(self, x_in, out=None, t_us: int | None = None):
         """Transform one pose (7,). ``out``: optional (7,) array or list written in place.
@@ -126,29 +135,36 @@ class PoseTf(TransformerBase):
         if out is None:
             out = np.array((pos[0], pos[1], pos[2], qw, qx, qy, qz))
         else:
-            out[0], out[1], out[2] = pos
-            out[3] = qw
-            out[4] = qx
-            out[5] = qy
-            out[6] = qz
+            sink = self._sink(out)
+            sink[0], sink[1], sink[2] = pos
+            sink[3] = qw
+            sink[4] = qx
+            sink[5] = qy
+            sink[6] = qz
         if code is not self._last_code:
             self._report(code)
         return code, out
 
     def _compose(self, px, py, pz, q_p: s.Quat) -> tuple[s.Vec3, s.Quat]:
         """Output position and (unnormalised) quaternion of an input position and unit
-        quaternion; plain arithmetic, so components may be floats or (N,) arrays."""
+        quaternion (the module's formula, constants from ``_resolve``); plain arithmetic, so
+        components may be floats or (N,) arrays (a fixed output point ignores ``p``)."""
+        use_p = self._use_p
         if self._out_moving:
             mx, my, mz = self._m
-            ux, uy, uz = s.qrot(s.qconj(q_p), (px + mx, py + my, pz + mz))
+            v = (px + mx, py + my, pz + mz) if use_p else (mx, my, mz)
+            ux, uy, uz = s.qrot(s.qconj(q_p), v)
             ex, ey, ez = self._e
             return s.mat_vec(self._rot_out_t, (ux + ex, uy + ey, uz + ez)), self._q_const
+        q_out = s.qmul(self._q_left, q_p)
+        if not use_p:
+            return self._off, q_out
         if not self._e_zero:
             ex, ey, ez = s.qrot(q_p, self._e)
             px, py, pz = px + ex, py + ey, pz + ez
         x, y, z = s.mat_vec(self._lin, (px, py, pz))
         ox, oy, oz = self._off
-        return (x + ox, y + oy, z + oz), s.qmul(self._q_left, q_p)
+        return (x + ox, y + oy, z + oz), q_out
 
     def update_batch(self, x, out: np.ndarray | None = None):
         """Transform N poses (N, 7). Returns ``(codes (N,) int8, out (N, 7))``; rows with a
@@ -166,18 +182,13 @@ class PoseTf(TransformerBase):
         return codes, out
 
     def _batch_chunk(self, xs: np.ndarray, out: np.ndarray) -> np.ndarray:
-        cols = np.ascontiguousarray(xs.T)
+        cols, norm, bad = pose_columns(xs)
         px, py, pz, qw, qx, qy, qz = cols
-        norm = np.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-        bad = ~np.isfinite(cols).all(axis=0) | (norm == 0.0)
-        if bad.any():
-            cols[:, bad] = np.array([[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]).T
-            norm[bad] = 1.0
         off = np.abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE
         pos, q = self._compose(px, py, pz, (qw / norm, qx / norm, qy / norm, qz / norm))
         if self._out_moving:  # constant orientation
             q = tuple(np.full(len(px), c) for c in q)
-        out_t = out.T
-        for i, v in enumerate((*pos, *s.qcanonical(q))):
-            out_t[i] = v
+        n = len(px)
+        values = [v if type(v) is np.ndarray else np.full(n, v) for v in pos]  # constant for a
+        np.stack((*values, *s.qcanonical(q)), axis=1, out=out)  # fixed output point
         return self._batch_codes(out, bad, off, None, _OK)

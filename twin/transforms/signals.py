@@ -23,7 +23,14 @@ import numpy as np
 
 from twin.spatial import quaternion
 from twin.transforms import _scalar as s
-from twin.transforms.base import BATCH_CHUNK, TransformerBase, all_finite, now_us
+from twin.transforms.base import (
+    BATCH_CHUNK,
+    TransformerBase,
+    all_finite,
+    non_finite_rows,
+    now_us,
+    pose_columns,
+)
 from twin.transforms.codes import Condition, ReturnCode
 from twin.transforms.config import QUATERNION_NORM_TOLERANCE, Origin
 
@@ -51,7 +58,7 @@ class SixVectorTf(TransformerBase):
         self._A: s.Mat9 = s.IDENTITY9
         self._r: s.Vec3 = (0.0, 0.0, 0.0)
         self._uses_moving = self.uses_moving_frame
-        self._entry_mats: dict[str, s.Mat9 | None] | None = None
+        self._entry_mats: tuple | None = None  # the geometry's plan (``_plan``)
 
     def _entries_changed(self) -> None:
         super()._entries_changed()
@@ -145,38 +152,43 @@ class SixVectorTf(TransformerBase):
         """``A = R_out^T R_in`` and ``r = R_out^T (p_out - p_in)`` given ``fixed_T_moving``
         (``tf_t`` (3,), ``tf_R`` 9-tuple). Plain arithmetic: the same code serves one sample
         (floats) and a batch (each component a (N,) array)."""
-        e = self._entries
-        pi_x, pi_y, pi_z = self._point(e["input_ref_point"], tf_t, tf_R)
-        po_x, po_y, po_z = self._point(e["output_ref_point"], tf_t, tf_R)
+        in_moving, d_in, out_moving, d_out, in_axes, m_in, out_axes, m_out = self._plan()
+        if in_moving or out_moving:
+            tx, ty, tz = tf_t
+        if in_moving:
+            x, y, z = s.mat_vec(tf_R, d_in)
+            pi_x, pi_y, pi_z = tx + x, ty + y, tz + z
+        else:
+            pi_x, pi_y, pi_z = d_in
+        if out_moving:
+            x, y, z = s.mat_vec(tf_R, d_out)
+            po_x, po_y, po_z = tx + x, ty + y, tz + z
+        else:
+            po_x, po_y, po_z = d_out
         delta = (po_x - pi_x, po_y - pi_y, po_z - pi_z)
-        r_in = self._axes("input_expr_axes", tf_R)
-        r_out = self._axes("output_expr_axes", tf_R)
+        r_in = (tf_R if m_in is None else s.mat_mul(tf_R, m_in)) if in_axes else m_in
+        r_out = (tf_R if m_out is None else s.mat_mul(tf_R, m_out)) if out_axes else m_out
         if r_out is None:  # identity output axes
             return (r_in if r_in is not None else s.IDENTITY9), delta
         if r_in is None:
             return s.transpose(r_out), s.mat_t_vec(r_out, delta)
         return s.mat_t_mul(r_out, r_in), s.mat_t_vec(r_out, delta)
 
-    @staticmethod
-    def _point(entry, tf_t, tf_R) -> s.Vec3:
-        d = entry.translation
-        if entry.origin is Origin.FIXED:
-            return d
-        x, y, z = s.mat_vec(tf_R, d)
-        return (tf_t[0] + x, tf_t[1] + y, tf_t[2] + z)
-
-    def _axes(self, attr: str, tf_R) -> s.Mat9 | None:
-        """Axes of an entry in the fixed frame; None stands for the identity."""
+    def _plan(self) -> tuple:
+        """The entries as ``_geometry`` uses them, made once per change of the entries: for each
+        point (on the moving frame?, its translation), for each axes (on the moving frame?, the
+        matrix (9-tuple), None for the identity)."""
         if self._entry_mats is None:
-            self._entry_mats = {}
-            for a in ("input_expr_axes", "output_expr_axes"):
-                q = tuple(self._entries[a].rotation)
-                identity = q == (1.0, 0.0, 0.0, 0.0)
-                self._entry_mats[a] = None if identity else _mat9(quaternion.to_matrix(q))
-        m = self._entry_mats[attr]
-        if self._entries[attr].origin is Origin.FIXED:
-            return m
-        return tf_R if m is None else s.mat_mul(tf_R, m)
+            e = self._entries
+            plan = []
+            for attr in ("input_ref_point", "output_ref_point"):
+                plan += [e[attr].origin is Origin.MOVING, tuple(e[attr].translation)]
+            for attr in ("input_expr_axes", "output_expr_axes"):
+                q = tuple(e[attr].rotation)
+                matrix = None if q == (1.0, 0.0, 0.0, 0.0) else _mat9(quaternion.to_matrix(q))
+                plan += [e[attr].origin is Origin.MOVING, matrix]
+            self._entry_mats = tuple(plan)
+        return self._entry_mats
 
     def geometry(self) -> tuple[np.ndarray, np.ndarray] | None:
         """``(A (3, 3), r (3,) m)`` at the current configuration, or None if it cannot be
@@ -228,12 +240,13 @@ class SixVectorTf(TransformerBase):
         if out is None:
             out = np.array((y0, y1, y2, y3, y4, y5))
         else:
-            out[0] = y0
-            out[1] = y1
-            out[2] = y2
-            out[3] = y3
-            out[4] = y4
-            out[5] = y5
+            sink = self._sink(out)
+            sink[0] = y0
+            sink[1] = y1
+            sink[2] = y2
+            sink[3] = y3
+            sink[4] = y4
+            sink[5] = y5
         if code is not self._last_code:
             self._report(code)
         return code, out
@@ -264,7 +277,7 @@ class SixVectorTf(TransformerBase):
         for lo in range(0, n, BATCH_CHUNK):
             sl = slice(lo, lo + BATCH_CHUNK)
             xc = xs[sl]
-            bad = ~np.isfinite(xc).all(axis=1)
+            bad = non_finite_rows(xc, axis=1)
             if bad.any():
                 xc = np.where(bad[:, None], 0.0, xc)
             if per_row:
@@ -278,14 +291,9 @@ class SixVectorTf(TransformerBase):
     def _batch_per_row(self, x, tfs, out, bad) -> np.ndarray:
         """Rows with their own ``fixed_T_moving``: the scalar geometry and kernel evaluated on
         (N,) columns. Marks rows with an invalid transform in ``bad``; returns off-norm rows."""
-        cols = np.ascontiguousarray(tfs.T)
+        cols, norm, bad_tf = pose_columns(tfs)
+        bad |= bad_tf
         tx, ty, tz, qw, qx, qy, qz = cols
-        norm = np.sqrt(qw * qw + qx * qx + qy * qy + qz * qz)
-        bad_tf = ~np.isfinite(cols).all(axis=0) | (norm == 0.0)
-        if bad_tf.any():
-            bad |= bad_tf
-            cols[:, bad_tf] = np.array([[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]).T
-            norm[bad_tf] = 1.0
         off = np.abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE
         rot_m = s.quat_to_mat9((qw / norm, qx / norm, qy / norm, qz / norm))
         a, r = self._geometry((tx, ty, tz), rot_m)
@@ -295,10 +303,7 @@ class SixVectorTf(TransformerBase):
     def _columns(self, a, r, x: np.ndarray, out: np.ndarray) -> None:
         """The scalar kernel on the columns of ``x`` (N, 6) into ``out`` (N, 6); ``a``, ``r``
         components are floats (one geometry) or (N,) arrays (one per row)."""
-        y = self._kernel(a, r, *np.ascontiguousarray(x.T))
-        out_t = out.T
-        for i in range(6):
-            out_t[i] = y[i]
+        np.stack(self._kernel(a, r, *x.T), axis=1, out=out)  # strided columns: no copies
 
     # ----------------------------------------------------------------- physics
     @staticmethod
