@@ -1,0 +1,7 @@
+"""stub"""
+
+from __future__ import annotations
+
+
+def add_parser(subparsers) -> None:
+    subparsers.add_parser("ft")
