@@ -43,7 +43,9 @@ INPUT_ERRORS = (
     ("twin.backends", "BackendError", ""),
     ("twin.scenes", "SceneError", ""),
     ("twin.kinematics.urdf", "UrdfError", ""),
+    ("twin.control.errors", "ModelLoadError", "; expected an ONNX policy file"),
     ("twin.control.errors", "ControlError", ""),
+    ("twin.policies.evaluate", "PolicyNotFoundError", ""),
     ("twin.sensors.errors", "InvalidArgumentError", ""),
     ("twin.sensors.errors", "NoDeviceError", ""),
     ("twin.env.core", "EnvConfigurationError", ""),
@@ -119,7 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``twin`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    prog = f"twin {args.command}"
+    prog = " ".join(
+        ["twin", args.command, *([args.action] if getattr(args, "action", None) else [])]
+    )
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background: Ctrl-C
         signal.signal(signal.SIGINT, signal.default_int_handler)  # must still stop the arm
     previous_term = signal.signal(signal.SIGTERM, _terminate)

@@ -112,7 +112,12 @@ def backend_session(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
 @contextlib.contextmanager
 def open_robot_from_args(args: argparse.Namespace, **sim_options: Any) -> Iterator[Robot]:
     """The robot the backend options select, closed (the arm held, its ports closed) when the
-    block ends; ``sim_options`` (seed, scene, ...) apply on the sim only."""
+    block ends; ``sim_options`` (seed, scene, ...) apply on the sim only. A scene is checked
+    first (a misspelt name is refused before any backend starts)."""
+    if sim_options.get("scene") is not None:
+        from twin.scenes import load_scene
+
+        load_scene(sim_options["scene"])
     with (
         backend_session(args) as options,
         backends.open_robot(**options, sim_options=sim_options) as robot,
