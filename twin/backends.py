@@ -23,6 +23,8 @@ import contextlib
 import difflib
 import os
 import pathlib
+import signal
+import threading
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -118,6 +120,35 @@ def open_robot(
     ``sim.PyBulletRobot`` or ``hardware.SerialRobot`` (``model``, ``clock``).
     """
     name = resolve_backend(backend)
+    with _interrupt_deferred() as interrupted:
+        robot = _construct(name, config, sim_options, options)
+        _open_robots.add(robot)
+    if interrupted:  # Ctrl-C while connecting: the robot is whole, so close it properly
+        robot.close()
+        raise KeyboardInterrupt
+    return robot
+
+
+@contextlib.contextmanager
+def _interrupt_deferred() -> Iterator[list[bool]]:
+    """Hold back SIGINT during the block (main thread only): a robot half connected could not
+    be closed. Yields a list that is non-empty if SIGINT arrived meanwhile."""
+    seen: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *_: seen.append(True))
+    except ValueError:  # not the main interpreter
+        yield seen
+        return
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _construct(name: str, config: Any, sim_options: dict | None, options: dict) -> Robot:
     if name == "sim":
         if config is not None:
             raise BackendError(
@@ -126,13 +157,10 @@ def open_robot(
             )
         from twin.sim import PyBulletRobot
 
-        robot: Robot = PyBulletRobot(**{**(sim_options or {}), **options})
-    else:
-        from twin.hardware import SerialRobot
+        return PyBulletRobot(**{**(sim_options or {}), **options})
+    from twin.hardware import SerialRobot
 
-        robot = SerialRobot(resolve_hardware_config(config), **options)
-    _open_robots.add(robot)
-    return robot
+    return SerialRobot(resolve_hardware_config(config), **options)
 
 
 def close_open_robots() -> int:

@@ -249,7 +249,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"next: twin demo --backend hardware --config {out}")
         print(f"source: {args.source}; ready (Ctrl-C to stop)", flush=True)
         stop.wait(args.duration)
-    print("emulators stopped, ports closed", flush=True)
+        sent = {name: faults.stats.writes for name, faults in stack.faults.items()}
+    print(
+        "emulators stopped, ports closed; replies and frames sent: "
+        + ", ".join(f"{name} {n}" for name, n in sent.items()),
+        flush=True,
+    )
     return 0
 
 
