@@ -120,6 +120,8 @@ def open_robot(
     ``sim.PyBulletRobot`` or ``hardware.SerialRobot`` (``model``, ``clock``).
     """
     name = resolve_backend(backend)
+    if name == "sim" and config is not None:
+        raise _not_hardware(f"a hardware configuration ({config}) was given", backend)
     with _interrupt_deferred() as interrupted:
         robot = _construct(name, config, sim_options, options)
         _open_robots.add(robot)
@@ -150,17 +152,24 @@ def _interrupt_deferred() -> Iterator[list[bool]]:
 
 def _construct(name: str, config: Any, sim_options: dict | None, options: dict) -> Robot:
     if name == "sim":
-        if config is not None:
-            raise BackendError(
-                "a hardware configuration was given, but the backend is 'sim'; choose the "
-                f"hardware backend (backend='hardware' or {BACKEND_ENV_VAR}=hardware)"
-            )
         from twin.sim import PyBulletRobot
 
         return PyBulletRobot(**{**(sim_options or {}), **options})
     from twin.hardware import SerialRobot
 
     return SerialRobot(resolve_hardware_config(config), **options)
+
+
+def _not_hardware(what: str, backend: str | None) -> BackendError:
+    """``BackendError``: ``what`` needs the hardware backend, but the sim was chosen."""
+    origin = backend_origin(backend)[1]
+    chosen = {"argument": "", BACKEND_ENV_VAR: f" (from {BACKEND_ENV_VAR})"}.get(
+        origin, " (the default)"
+    )
+    return BackendError(
+        f"{what} but the backend is 'sim'{chosen}; choose the hardware backend "
+        f"(--backend hardware, backend='hardware' or {BACKEND_ENV_VAR}=hardware)"
+    )
 
 
 def close_open_robots() -> int:
@@ -211,21 +220,11 @@ def backend_session(
     ``BackendError`` for a configuration or ``emulate`` given to the sim, or a hardware run without
     a configuration; ``config_how`` names how to pass one in that message."""
     name = resolve_backend(backend)
-    origin = backend_origin(backend)[1]
-    chosen = {"argument": "", BACKEND_ENV_VAR: f" (from {BACKEND_ENV_VAR})"}.get(
-        origin, " (the default)"
-    )
-    hint = f"choose the hardware backend (--backend hardware or {BACKEND_ENV_VAR}=hardware)"
     if name == "sim":
         if config is not None:
-            raise BackendError(
-                f"a hardware configuration ({config}) was given but the backend is 'sim'{chosen}; "
-                + hint
-            )
+            raise _not_hardware(f"a hardware configuration ({config}) was given", backend)
         if emulate:
-            raise BackendError(
-                f"the emulators stand in for the hardware but the backend is 'sim'{chosen}; " + hint
-            )
+            raise _not_hardware("the emulators stand in for the hardware", backend)
         yield {"backend": name, "config": None}
     elif emulate:
         with emulated_hardware(config, seed=seed) as emulated:

@@ -173,7 +173,9 @@ def _toml_value(value: str | int | float | bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string for paths and names
+        # a TOML basic string: JSON escapes quotes, backslashes and control characters as TOML
+        # does (\uXXXX), but not DEL; other characters stay as they are (UTF-8)
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     return repr(value)
 
 
