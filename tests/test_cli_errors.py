@@ -85,7 +85,7 @@ def _cases(tmp):
         "bad --link-dir": (
             ["emulate", "--link-dir", str(tmp / "no" / "dir")],
             {},
-            ["--link-dir", "not a directory", "expected an existing directory"],
+            ["--link-dir", "not a directory", "expected a directory for the port links"],
         ),
         "--corrupt-rate 2": (
             ["emulate", "--corrupt-rate", "2"],

@@ -47,13 +47,20 @@ def probability(text: str) -> float:
     return value
 
 
-def existing_dir(text: str) -> pathlib.Path:
-    """argparse type: an existing directory."""
+def link_directory(text: str) -> pathlib.Path:
+    """argparse type: a directory for the port links, created if its parent exists."""
     path = pathlib.Path(text)
-    if not path.is_dir():
+    if path.is_dir():
+        return path
+    if path.exists() or not path.parent.is_dir():
         raise argparse.ArgumentTypeError(
-            f"{text} is not a directory; expected an existing directory for the port links"
+            f"{text} is not a directory; expected a directory for the port links (an existing "
+            "one, or a new one in an existing folder)"
         )
+    try:
+        path.mkdir()
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot create {text}: {e.strerror}") from e
     return path
 
 
@@ -69,9 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="hardware TOML (default: the shipped example)")
     p.add_argument(
         "--link-dir",
-        type=existing_dir,
+        type=link_directory,
         default=None,
-        help="existing directory for the port symlinks (default: a temporary one)",
+        help="directory for the port symlinks, created if new (default: a temporary one)",
     )
     p.add_argument(
         "--write-config",
