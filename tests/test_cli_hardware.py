@@ -131,3 +131,29 @@ def test_run_drives_the_emulated_arm_with_the_reach_policy():
     final_mm = float(re.search(r"final ([0-9.]+) mm", done.stdout).group(1))
     assert final_mm < 20.0, done.stdout  # the policy card's tolerance
     assert "25 Hz" in done.stdout  # the policy's own rate
+
+
+def test_sigint_with_in_process_emulators_stops_everything_and_exits_130():
+    marker = f"TWIN_TEST_MARKER={uuid.uuid4().hex}"
+    name, value = marker.split("=")
+    proc = subprocess.Popen(
+        [*TWIN, "shadow", "--backend", "hardware", "--emulate", "--duration", "300"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(**{name: value}),
+    )
+    try:
+        for line in proc.stdout:  # the first residual line: the arm runs, followed by the twin
+            if re.match(r"^\s+\d+\.\d+\s+\d", line):
+                break
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    lines = stderr_lines(err)
+    assert lines == ["twin shadow: interrupted: the arm holds its position, every port is closed"]
+    assert processes_with_env(marker) == []
