@@ -14,7 +14,6 @@ of sim time. Prints a table and ends with one JSON line.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import pathlib
 import time
@@ -59,9 +58,9 @@ def policy_path(policy: str) -> pathlib.Path:
     if path.suffix or len(path.parts) > 1 or path.exists():
         raise PolicyNotFoundError(f"{policy} is not an ONNX policy; {expected}")
     if policy not in names:
-        match = difflib.get_close_matches(policy, names, n=1)
-        hint = f" (did you mean {match[0]!r}?)" if match else ""
-        raise PolicyNotFoundError(f"unknown policy {policy!r}{hint}; {expected}")
+        from twin.backends import closest
+
+        raise PolicyNotFoundError(f"unknown policy {policy!r}{closest(policy, names)}; {expected}")
     return POLICY_DIR / f"{policy}.onnx"
 
 

@@ -41,14 +41,20 @@ HARDWARE_CONFIG_ENV_VAR = "TWIN_HARDWARE_CONFIG"
 EMULATOR_SOURCES = ("sim", "ideal")
 
 #: Exceptions of the backends that mean bad input or an unusable device (a wrong configuration,
-#: a port that cannot be opened), as ``(module, class name)``: the CLI reports them in one line.
-#: Looked up only in modules already imported, so naming them imports nothing.
+#: a port that cannot be opened), as ``(module, class name, what was expected)``: the CLI
+#: reports them in one line. Only modules already imported are consulted, so naming them here
+#: imports nothing.
 INPUT_ERRORS = (
-    ("twin.hardware.errors", "InvalidArgumentError"),  # ConfigError included
-    ("twin.hardware.errors", "TransportError"),
+    ("twin.hardware.errors", "InvalidArgumentError", ""),  # ConfigError included
+    (
+        "twin.hardware.errors",
+        "TransportError",
+        "; expected the ports of the hardware TOML to be there (run `twin emulate`, or pass "
+        "--emulate, to stand the emulators in for the arm)",
+    ),
 )
-#: Exceptions of the backends that mean a device failed (reported in one line, exit code 1).
-DEVICE_ERRORS = (("twin.hardware.errors", "HardwareError"),)
+#: Exceptions of the backends that mean a device failed (one line, exit code 1), likewise.
+DEVICE_ERRORS = (("twin.hardware.errors", "HardwareError", ""),)
 
 _open_robots: weakref.WeakSet[Robot] = weakref.WeakSet()
 

@@ -17,7 +17,6 @@ the planner turns it into its collision model.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import json
 import struct
@@ -158,8 +157,9 @@ def scene_path(name: str) -> Path:
 
 
 def _closest(name: str) -> str:
-    match = difflib.get_close_matches(name, SHIPPED_SCENES, n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
+    from twin.backends import closest
+
+    return closest(name, SHIPPED_SCENES)
 
 
 def load_scene(source: str | Path) -> Scene:

@@ -49,20 +49,10 @@ INPUT_ERRORS = (
     ("twin.sensors.errors", "InvalidArgumentError", ""),
     ("twin.sensors.errors", "NoDeviceError", ""),
     ("twin.env.core", "EnvConfigurationError", ""),
-    ("twin.hardware.errors", "ConfigError", ""),
-    (
-        "twin.hardware.errors",
-        "TransportError",
-        "; expected the ports of the hardware TOML to be there (run `twin emulate`, or pass "
-        "--emulate, to stand the emulators in for the arm)",
-    ),
-    ("twin.hardware.errors", "InvalidArgumentError", ""),
+    *backends.INPUT_ERRORS,
 )
 #: Exceptions that mean a device failed: one line on stderr, exit code 1.
-DEVICE_ERRORS = (
-    ("twin.sensors.errors", "FtError", ""),
-    ("twin.hardware.errors", "HardwareError", ""),
-)
+DEVICE_ERRORS = (("twin.sensors.errors", "FtError", ""), *backends.DEVICE_ERRORS)
 #: Exit codes.
 EXIT_INPUT, EXIT_DEVICE, EXIT_INTERRUPTED = 2, 1, 130
 

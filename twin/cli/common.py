@@ -40,17 +40,13 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
-def closest(name: str, choices: Sequence[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``choices``, or ``""``."""
-    return backends.closest(name, list(choices))
-
-
 def choice(name: str, choices: Sequence[str], what: str) -> str:
     """``name`` if it is one of ``choices``, else ``UsageError`` naming the closest and all."""
     if name in choices:
         return name
     raise UsageError(
-        f"unknown {what} {name!r}{closest(name, choices)}; expected one of: {', '.join(choices)}"
+        f"unknown {what} {name!r}{backends.closest(name, list(choices))}; expected one of: "
+        f"{', '.join(choices)}"
     )
 
 

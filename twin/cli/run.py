@@ -80,7 +80,13 @@ class PolicyCommands(CommandSource):
         """Set the command ``key`` = ``"<kind>.<name>"`` (the policy must read it)."""
         kind, _, name = key.partition(".")
         choice(kind, COMMAND_KINDS, "command kind")
-        choice(name, self.required[kind] or ["(none)"], f"{kind} command")
+        if not self.required[kind]:
+            reads = [f"{k}.{n}" for k, names in self.required.items() for n in names]
+            raise UsageError(
+                f"command {key}: the policy reads no {kind} command; it reads: "
+                + (", ".join(reads) or "no command")
+            )
+        choice(name, self.required[kind], f"{kind} command")
         setter = {
             "se3_pose": self.set_se3_pose,
             "joint_pos": self.set_joint_positions,
