@@ -210,6 +210,29 @@ def emulated_hardware(
         yield emulator_config(stack.robot_config())
 
 
+def resolve_options(
+    backend: str | None = None,
+    *,
+    config: Any = None,
+    emulate: bool = False,
+    config_how: str = "config=<path>",
+) -> dict[str, Any]:
+    """The arguments of ``open_robot`` for a run, by the precedence rule: ``{"backend": name,
+    "config": ...}`` (``config`` is ``None`` on the sim; with ``emulate`` it is left to the
+    emulators). ``BackendError`` for a configuration or ``emulate`` given to the sim, or a
+    hardware run without a configuration (``config_how`` names how to pass one)."""
+    name = resolve_backend(backend)
+    if name == "sim":
+        if config is not None:
+            raise _not_hardware(f"a hardware configuration ({config}) was given", backend)
+        if emulate:
+            raise _not_hardware("the emulators stand in for the hardware", backend)
+        return {"backend": name, "config": None}
+    if emulate:
+        return {"backend": name, "config": config}
+    return {"backend": name, "config": resolve_hardware_config(config, how=config_how)}
+
+
 @contextlib.contextmanager
 def backend_session(
     backend: str | None = None,
@@ -219,21 +242,12 @@ def backend_session(
     seed: int = 0,
     config_how: str = "config=<path>",
 ) -> Iterator[dict[str, Any]]:
-    """The arguments of ``open_robot`` for a run: ``{"backend": name, "config": ...}``, resolved
-    by the precedence rule (``config`` is ``None`` on the sim). With ``emulate`` (hardware only)
-    the device emulators run in this process while the block runs (``emulated_hardware``: the
-    configuration, default ``$TWIN_HARDWARE_CONFIG`` else the shipped example, with their ports).
-    ``BackendError`` for a configuration or ``emulate`` given to the sim, or a hardware run without
-    a configuration; ``config_how`` names how to pass one in that message."""
-    name = resolve_backend(backend)
-    if name == "sim":
-        if config is not None:
-            raise _not_hardware(f"a hardware configuration ({config}) was given", backend)
-        if emulate:
-            raise _not_hardware("the emulators stand in for the hardware", backend)
-        yield {"backend": name, "config": None}
-    elif emulate:
-        with emulated_hardware(config, seed=seed) as emulated:
-            yield {"backend": name, "config": emulated}
-    else:
-        yield {"backend": name, "config": resolve_hardware_config(config, how=config_how)}
+    """``resolve_options`` for the block; with ``emulate`` (hardware only) the device emulators
+    run in this process while the block runs (``emulated_hardware``: the configuration, default
+    ``$TWIN_HARDWARE_CONFIG`` else the shipped example, with their ports put in)."""
+    options = resolve_options(backend, config=config, emulate=emulate, config_how=config_how)
+    if not emulate:
+        yield options
+        return
+    with emulated_hardware(options["config"], seed=seed) as emulated:
+        yield {**options, "config": emulated}

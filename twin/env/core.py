@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
-from twin.backends import BackendError, open_robot, resolve_backend, resolve_hardware_config
+from twin.backends import BackendError, open_robot, resolve_options
 from twin.env.tasks import DEFAULT_GAINS, PdGains
 from twin.robot import JointCommand, Robot, RobotState
 from twin.spatial import batch
@@ -75,12 +75,10 @@ class TwinEnv(gym.Env):
                 f"{self.metadata['render_modes']}"
             )
         self.render_mode = render_mode
-        try:
-            self.backend = resolve_backend(backend)
-        except BackendError as e:
-            raise EnvConfigurationError(str(e)) from e
         self.gains = gains
-        self._robot_options = self._backend_options(self.backend, hardware_config, robot_options)
+        self.backend, self._robot_options = self._backend_options(
+            backend, hardware_config, robot_options
+        )
         self.robot: Robot | None = open_robot(self.backend, **self._robot_options)
         try:
             if render_mode == "rgb_array" and not callable(getattr(self.robot, "render", None)):
@@ -105,27 +103,26 @@ class TwinEnv(gym.Env):
         raise NotImplementedError
 
     def _backend_options(
-        self, backend: str, hardware_config: str | None, robot_options: dict | None
-    ) -> dict:
-        """``open_robot``'s keyword arguments: ``robot_options`` are sim options (ignored on
-        hardware), ``hardware_config`` (else ``$TWIN_HARDWARE_CONFIG``) the hardware's."""
+        self, backend: str | None, hardware_config: str | None, robot_options: dict | None
+    ) -> tuple[str, dict]:
+        """The backend and ``open_robot``'s keyword arguments: ``robot_options`` are sim
+        options (ignored on hardware), ``hardware_config`` (else ``$TWIN_HARDWARE_CONFIG``) the
+        hardware's."""
+        try:
+            chosen = resolve_options(
+                backend,
+                config=hardware_config,
+                config_how="hardware_config=<path of the hardware TOML file>",
+            )
+        except BackendError as e:
+            raise EnvConfigurationError(str(e)) from e
         sim_options = dict(robot_options or {})
         if self.render_mode == "human":
             sim_options["gui"] = True
         options: dict = {"sim_options": sim_options} if sim_options else {}
-        if backend == "sim":
-            if hardware_config is not None:
-                raise EnvConfigurationError(
-                    "hardware_config is only used with backend='hardware'; got backend='sim'"
-                )
-            return options
-        try:
-            config = resolve_hardware_config(
-                hardware_config, how="hardware_config=<path of the hardware TOML file>"
-            )
-        except BackendError as e:
-            raise EnvConfigurationError(str(e)) from e
-        return {**options, "config": config}
+        if chosen["config"] is not None:
+            options["config"] = chosen["config"]
+        return chosen["backend"], options
 
     @property
     def policy_period_s(self) -> float:
