@@ -24,6 +24,7 @@ import difflib
 import os
 import pathlib
 import signal
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -55,6 +56,10 @@ INPUT_ERRORS = (
 )
 #: Exceptions of the backends that mean a device failed (one line, exit code 1), likewise.
 DEVICE_ERRORS = (("twin.hardware.errors", "HardwareError", ""),)
+
+#: Thread switch interval (s) while emulators share this process: their I/O threads answer the
+#: serial driver's threads promptly (as ``twin emulate`` does in its own process).
+EMULATED_SWITCH_INTERVAL_S = 0.0005
 
 _open_robots: weakref.WeakSet[Robot] = weakref.WeakSet()
 
@@ -196,18 +201,45 @@ def emulated_hardware(
     source: str = "sim",
     seed: int = 0,
     link_dir: str | pathlib.Path | None = None,
-) -> Iterator[Any]:
+    lockstep: bool = True,
+) -> Iterator[dict[str, Any]]:
     """Start the serial device emulators of ``config`` (default ``$TWIN_HARDWARE_CONFIG``, else
     the shipped example) in this process, on pseudo-terminals, driven by ``source`` (one of
-    ``EMULATOR_SOURCES``). Yields the ``HardwareConfig`` with the emulated ports plugged in (and
-    timeouts suited to emulators on a busy machine); stops every emulator on exit."""
+    ``EMULATOR_SOURCES``); stops every emulator on exit. Yields the hardware options of
+    ``open_robot``: ``config``, the ``HardwareConfig`` with the emulated ports plugged in (and
+    timeouts suited to emulators), and with ``lockstep`` (default) ``clock``, the clock the robot
+    shares with the emulators: the physics then advances one period per ``robot.step()``
+    whatever the machine's load (``twin.hardware.emulator.cli``)."""
     from twin.hardware.emulator.cli import start_emulators
     from twin.hardware.emulator.testing import emulator_config
 
     if config is None:
         config = os.environ.get(HARDWARE_CONFIG_ENV_VAR) or None
-    with start_emulators(config, source=source, seed=seed, link_dir=link_dir) as stack:
-        yield emulator_config(stack.robot_config())
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(EMULATED_SWITCH_INTERVAL_S)
+    try:
+        with start_emulators(
+            config, source=source, seed=seed, link_dir=link_dir, lockstep=lockstep
+        ) as stack:
+            options = {"config": _lockstep_config(stack.robot_config()) if lockstep else None}
+            if lockstep:
+                options["clock"] = stack.clock
+            else:
+                options["config"] = emulator_config(stack.robot_config())
+            yield options
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _lockstep_config(config: Any) -> Any:
+    """``emulator_config`` of ``config`` for a lock-step run: a reply may wait for the physics to
+    step, which virtual time does not mind (as the hardware-in-the-loop tests do)."""
+    from dataclasses import replace
+
+    from twin.hardware.emulator.testing import emulator_config
+
+    config = emulator_config(config)
+    return replace(config, bus=replace(config.bus, reply_timeout_s=2.0))
 
 
 def resolve_options(
@@ -250,4 +282,4 @@ def backend_session(
         yield options
         return
     with emulated_hardware(options["config"], seed=seed) as emulated:
-        yield {**options, "config": emulated}
+        yield {**options, **emulated}

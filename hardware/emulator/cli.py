@@ -13,7 +13,11 @@ timeouts put in, so the next command is ``twin demo --backend hardware --config 
 Runs until Ctrl-C (or ``--duration`` seconds).
 
 ``start_emulators`` is the same start-up as a context manager, for ``--emulate`` runs in-process
-(``twin.backends.emulated_hardware``).
+(``twin.backends.emulated_hardware``). There it can run lock-step (``lockstep=True``): the
+emulators and the robot share a ``ManualClock``, so the physics advances one control period per
+``robot.step()`` however loaded the machine is (the emulators share the process, and its threads
+the interpreter, with the control loop); while nobody steps (bring-up, planning, a sensor
+command) an ``IdlePump`` moves the clock on as real time would, so the devices keep streaming.
 """
 
 from __future__ import annotations
@@ -126,6 +130,32 @@ def make_source(kind: str, config: HardwareConfig, *, seed: int = 0, gui: bool =
     raise InvalidArgumentError(f"unknown emulator source {kind!r}; expected one of {SOURCES}")
 
 
+class IdlePump:
+    """Lock-step with a pause: while the ``ManualClock`` has not moved for ``idle_s`` of wall time
+    (nobody steps), advance it and the physics by ``step_us``, in a thread; stopped by ``close``.
+    Between steps of a running control loop it does nothing."""
+
+    def __init__(self, stack, step_us: int, idle_s: float = 0.01) -> None:
+        self.stack, self.step_us, self.idle_s = stack, int(step_us), idle_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="emu-idle-pump", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        clock, source = self.stack.clock, self.stack.source
+        while True:
+            before = clock.now_us()
+            if self._stop.wait(self.idle_s):
+                return
+            if clock.now_us() == before:  # nobody stepped meanwhile
+                clock.advance(self.step_us)
+                source.advance_to(clock.now_us())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+
+
 @contextlib.contextmanager
 def start_emulators(
     config: HardwareConfig | str | pathlib.Path | None = None,
@@ -135,23 +165,32 @@ def start_emulators(
     link_dir: str | pathlib.Path | None = None,
     gui: bool = False,
     corrupt_rate: float = 0.0,
+    lockstep: bool = False,
 ) -> Iterator:
     """The ``EmulatorStack`` of ``config`` (a ``HardwareConfig``, a TOML path, or ``None`` for the
-    shipped example) driven by ``source``; every emulator stops when the block ends."""
+    shipped example) driven by ``source``; every emulator stops when the block ends. With
+    ``lockstep`` its ``clock`` is a ``ManualClock`` to share with the robot (module doc)."""
+    from twin.hardware.clock import ManualClock
     from twin.hardware.emulator.stack import EmulatorStack
 
     if not isinstance(config, HardwareConfig):
         config = load_config(config)
     physics = make_source(source, config, seed=seed, gui=gui)
+    clock = ManualClock() if lockstep else None
     try:
-        stack = EmulatorStack(config, physics, link_dir=link_dir, seed=seed)
+        stack = EmulatorStack(config, physics, link_dir=link_dir, seed=seed, clock=clock)
     except BaseException:
         physics.close()
         raise
     with stack:
         for faults in stack.faults.values():
             faults.set(corrupt_rate=corrupt_rate)
-        yield stack
+        pump = IdlePump(stack, round(config.control_period_s * 1e6)) if lockstep else None
+        try:
+            yield stack
+        finally:
+            if pump is not None:
+                pump.close()
 
 
 #: TOML table of each part of a ``HardwareConfig`` (the top level is ``[robot]``).
