@@ -142,3 +142,28 @@ def test_every_ft_action_has_help_and_backend_options(action):
     done = twin("ft", action, "--help")
     assert done.returncode == 0, done.stderr
     assert "--backend" in done.stdout and "--config" in done.stdout
+
+
+def test_errors_are_classified_by_type():
+    from twin.hardware.errors import ConfigError, ReplyTimeoutError, TransportError
+
+    from twin.cli import classify
+    from twin.sensors.errors import BadDeviceError
+
+    assert classify(ConfigError("x.toml: missing key bus.port (str)")) == (
+        2,
+        "x.toml: missing key bus.port (str)",
+    )
+    code, line = classify(TransportError("servo_bus: cannot open /dev/ttyUSB0"))
+    assert code == 2 and "twin emulate" in line
+    assert classify(ReplyTimeoutError("servo_bus: no status packet\nfrom servo 1")) == (
+        1,
+        "servo_bus: no status packet from servo 1",  # one line
+    )
+    assert classify(BadDeviceError("no reply to 'R'"))[0] == 1
+    assert classify(FileNotFoundError(2, "No such file or directory", "/x.csv")) == (
+        2,
+        "/x.csv: No such file or directory",
+    )
+    assert classify(TypeError("a bug")) is None  # keeps its traceback
+    assert classify(KeyError("a bug")) is None

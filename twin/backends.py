@@ -41,21 +41,25 @@ HARDWARE_CONFIG_ENV_VAR = "TWIN_HARDWARE_CONFIG"
 #: sim backend runs) or an ideal model (independent joints, no gravity).
 EMULATOR_SOURCES = ("sim", "ideal")
 
-#: Exceptions of the backends that mean bad input or an unusable device (a wrong configuration,
-#: a port that cannot be opened), as ``(module, class name, what was expected)``: the CLI
-#: reports them in one line. Only modules already imported are consulted, so naming them here
-#: imports nothing.
-INPUT_ERRORS = (
-    ("twin.hardware.errors", "InvalidArgumentError", ""),  # ConfigError included
+#: Exit codes of the CLI: bad input (a wrong configuration, a port that is not there) and a device
+#: that failed (no answer in time, a lost link, a fault).
+EXIT_INPUT, EXIT_DEVICE = 2, 1
+#: How the CLI reports the backends' exceptions, first match wins: ``(module, class name, exit
+#: code, what was expected)``, each in one line. Only modules already imported are consulted, so
+#: naming them here imports nothing.
+BACKEND_ERRORS = (
+    ("twin.hardware.errors", "ReplyTimeoutError", EXIT_DEVICE, ""),
+    ("twin.hardware.errors", "DisconnectedError", EXIT_DEVICE, ""),
+    ("twin.hardware.errors", "InvalidArgumentError", EXIT_INPUT, ""),  # ConfigError included
     (
         "twin.hardware.errors",
         "TransportError",
+        EXIT_INPUT,
         "; expected the ports of the hardware TOML to be there (run `twin emulate`, or pass "
         "--emulate, to stand the emulators in for the arm)",
     ),
+    ("twin.hardware.errors", "HardwareError", EXIT_DEVICE, ""),
 )
-#: Exceptions of the backends that mean a device failed (one line, exit code 1), likewise.
-DEVICE_ERRORS = (("twin.hardware.errors", "HardwareError", ""),)
 
 #: Thread switch interval (s) while emulators share this process: their I/O threads answer the
 #: serial driver's threads promptly (as ``twin emulate`` does in its own process).

@@ -13,10 +13,10 @@ Each subcommand is a module of this package with an ``add_parser(subparsers)`` f
 declares its arguments and sets ``func`` to the function that runs it (``args -> exit code``);
 add the module to ``SUBCOMMANDS``. Backend options: ``twin.cli.common``.
 
-Errors are handled here, once, by type: bad input (``INPUT_ERRORS``: an unknown name, a missing
-or malformed file, a port that cannot be opened) is one line on stderr naming what was wrong and
-what was expected, exit code 2; a device failure (``DEVICE_ERRORS``) one line, exit code 1;
-anything else is a bug and keeps its traceback. ``--debug`` shows the traceback of every error.
+Errors are handled here, once, by type (``ERRORS``): bad input (an unknown name, a missing or
+malformed file, a port that cannot be opened) is one line on stderr naming what was wrong and
+what was expected, exit code 2; a device failure one line, exit code 1; anything else is a bug
+and keeps its traceback. ``--debug`` shows the traceback of every error.
 Ctrl-C (SIGINT, and SIGTERM likewise) closes every robot still open (the arm holds its
 position, every port is closed), says so in one line and exits 130 (143 for SIGTERM).
 """
@@ -30,31 +30,31 @@ import sys
 from collections.abc import Sequence
 
 from twin import backends
+from twin.backends import EXIT_DEVICE, EXIT_INPUT
 from twin.cli import bench, demo, emulate, ft, info, run, scenes, shadow
 from twin.cli.common import ArgumentParser
 
 #: Every subcommand's module, in the order ``twin --help`` lists them.
 SUBCOMMANDS = (demo, run, shadow, ft, scenes, bench, info, emulate)
 
-#: Exceptions that mean bad input, as ``(module, class name, what is expected)``: one line on
-#: stderr, exit code 2. Only modules already imported are consulted (naming imports nothing).
-INPUT_ERRORS = (
-    ("twin.cli.common", "UsageError", ""),
-    ("twin.backends", "BackendError", ""),
-    ("twin.scenes", "SceneError", ""),
-    ("twin.kinematics.urdf", "UrdfError", ""),
-    ("twin.control.errors", "ModelLoadError", "; expected an ONNX policy file"),
-    ("twin.control.errors", "ControlError", ""),
-    ("twin.policies.evaluate", "PolicyNotFoundError", ""),
-    ("twin.sensors.errors", "InvalidArgumentError", ""),
-    ("twin.sensors.errors", "NoDeviceError", ""),
-    ("twin.env.core", "EnvConfigurationError", ""),
-    *backends.INPUT_ERRORS,
+#: How errors are reported, first match wins: ``(module, class name, exit code, what was
+#: expected)``, one line on stderr each. Only modules already imported are consulted (naming them
+#: imports nothing). Exit code 2: bad input; 1: a device failed.
+ERRORS = (
+    ("twin.cli.common", "UsageError", EXIT_INPUT, ""),
+    ("twin.backends", "BackendError", EXIT_INPUT, ""),
+    ("twin.scenes", "SceneError", EXIT_INPUT, ""),
+    ("twin.kinematics.urdf", "UrdfError", EXIT_INPUT, ""),
+    ("twin.control.errors", "ModelLoadError", EXIT_INPUT, "; expected an ONNX policy file"),
+    ("twin.control.errors", "ControlError", EXIT_INPUT, ""),
+    ("twin.policies.evaluate", "PolicyNotFoundError", EXIT_INPUT, ""),
+    ("twin.sensors.errors", "InvalidArgumentError", EXIT_INPUT, ""),
+    ("twin.sensors.errors", "NoDeviceError", EXIT_INPUT, ""),
+    ("twin.env.core", "EnvConfigurationError", EXIT_INPUT, ""),
+    *backends.BACKEND_ERRORS,
+    ("twin.sensors.errors", "FtError", EXIT_DEVICE, ""),
 )
-#: Exceptions that mean a device failed: one line on stderr, exit code 1.
-DEVICE_ERRORS = (("twin.sensors.errors", "FtError", ""), *backends.DEVICE_ERRORS)
-#: Exit codes.
-EXIT_INPUT, EXIT_DEVICE, EXIT_INTERRUPTED = 2, 1, 130
+EXIT_INTERRUPTED = 130
 
 
 class Terminated(KeyboardInterrupt):
@@ -80,26 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _matching(error: BaseException, table) -> str | None:
-    """The hint of the first entry of ``table`` whose class ``error`` is an instance of."""
-    for module, name, hint in table:
-        cls = getattr(sys.modules.get(module), name, None)
-        if isinstance(cls, type) and isinstance(error, cls):
-            return hint
-    return None
-
-
 def classify(error: BaseException) -> tuple[int, str] | None:
     """``(exit code, one-line message)`` for an error the user can act on, else ``None``."""
     text = " ".join(str(error).split()) or type(error).__name__
-    hint = _matching(error, INPUT_ERRORS)
-    if hint is not None:
-        return EXIT_INPUT, text + hint
+    for module, name, code, hint in ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and isinstance(error, cls):
+            return code, text + hint
     if isinstance(error, OSError) and error.filename is not None:  # a file that cannot be used
         return EXIT_INPUT, f"{error.filename}: {error.strerror or text}"
-    hint = _matching(error, DEVICE_ERRORS)
-    if hint is not None:
-        return EXIT_DEVICE, text + hint
     return None
 
 
