@@ -34,7 +34,9 @@ def test_run_reaches_targets_from_flags_and_a_file(tmp_path):
     assert len(final_mm) == 2 and max(final_mm) < 20.0, done.stdout  # the policy card's bound
     reached = _floats(r"rad: ([0-9.]+) s", done.stdout)
     assert len(reached) == 2 and max(reached) < 2.0
-    assert "800 cycles at 200.0 Hz achieved" in done.stdout  # 2 steps of 2 s, 5 ms periods
+    assert (
+        "200 Hz configured: 800 cycles at 200.0 Hz achieved" in done.stdout
+    )  # 2 steps of 2 s, 5 ms periods
 
 
 @pytest.mark.parametrize(

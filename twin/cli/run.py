@@ -349,9 +349,13 @@ def run_policy(args: argparse.Namespace) -> int:
             if collection is not None:
                 collection.close()
         diag = robot.diagnostics()
+    measured = (
+        f"{diag.cycles} cycles at {diag.achieved_rate_hz:.1f} Hz achieved, {diag.overruns} overruns"
+        if diag.cycles
+        else "the backend reports no rate measurement"
+    )
     print(
-        f"control: {diag.cycles} cycles at {diag.achieved_rate_hz:.1f} Hz achieved "
-        f"({diag.rate_hz:g} Hz configured), {diag.overruns} overruns"
+        f"control at {diag.rate_hz:g} Hz configured: {measured}"
         + (f"; recorded {args.record}" if collection is not None else "")
     )
     missed = [
