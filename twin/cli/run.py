@@ -11,7 +11,7 @@ its commands for ``duration_s``:
 - ``--target X Y Z [QW QX QY QZ]`` (repeatable): one step setting the policy's SE(3) pose command
   to that TCP pose (m, base = world frame; without a quaternion, the TCP orientation at the start);
 - ``--targets FILE``: a JSON list of steps (or ``{"steps": [...]}``), each an object with an
-  optional ``"duration_s"`` and commands keyed ``"<kind>.<name>"`` (kinds: ``COMMAND_KINDS``;
+  optional ``"duration_s"`` and commands keyed ``"<kind>.<name>"`` (kinds: ``policy_commands.COMMAND_KINDS``;
   e.g. ``"se3_pose.target": [x, y, z, qw, qx, qy, qz]``, ``"float.speed": 0.3``,
   ``"joint_pos.goal": [6 rad]``) or ``"target"`` as for ``--target``;
 - ``--command KIND.NAME=V[,V...]`` (repeatable): a command held for the whole run.
@@ -34,81 +34,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from twin.cli.common import UsageError, add_backend_options, choice, open_robot_from_args
-from twin.control import CommandSource
+from twin.cli.common import UsageError, add_backend_options, open_robot_from_args
 
-#: Kinds of command a policy can read (``cmd.<kind>.<name>`` in the exploy convention).
-COMMAND_KINDS = ("se3_pose", "joint_pos", "float", "boolean", "se2_velocity")
 #: Tracking figures: the largest error over the last part of a step (s).
 SETTLE_WINDOW_S = 0.5
 DEFAULT_STEP_S = 4.0
-
-
-class PolicyCommands(CommandSource):
-    """A ``CommandSource`` that records which commands the policy reads: ``required`` maps a
-    kind (``COMMAND_KINDS``) to its command names, filled by the controller's ``init``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.required: dict[str, list[str]] = {kind: [] for kind in COMMAND_KINDS}
-
-    def _need(self, kind: str, name: str) -> None:
-        if name not in self.required[kind]:
-            self.required[kind].append(name)
-
-    def init_se3_pose(self, info) -> None:
-        self._need("se3_pose", info.command_name)
-        super().init_se3_pose(info)
-
-    def init_joint_position(self, info) -> None:
-        self._need("joint_pos", info.command_name)
-        super().init_joint_position(info)
-
-    def init_float_value(self, info) -> None:
-        self._need("float", info.command_name)
-        super().init_float_value(info)
-
-    def init_boolean_selector(self, info) -> None:
-        self._need("boolean", info.command_name)
-        super().init_boolean_selector(info)
-
-    def init_se2_velocity(self, info) -> None:
-        self._need("se2_velocity", info.command_name)
-        super().init_se2_velocity(info)
-
-    def set(self, key: str, value: object) -> None:
-        """Set the command ``key`` = ``"<kind>.<name>"`` (the policy must read it)."""
-        kind, _, name = key.partition(".")
-        choice(kind, COMMAND_KINDS, "command kind")
-        if not self.required[kind]:
-            reads = [f"{k}.{n}" for k, names in self.required.items() for n in names]
-            raise UsageError(
-                f"command {key}: the policy reads no {kind} command; it reads: "
-                + (", ".join(reads) or "no command")
-            )
-        choice(name, self.required[kind], f"{kind} command")
-        setter = {
-            "se3_pose": self.set_se3_pose,
-            "joint_pos": self.set_joint_positions,
-            "float": self.set_float,
-            "boolean": lambda n, v: self.set_boolean(n, _boolean(v)),
-            "se2_velocity": self.set_se2_velocity,
-        }[kind]
-        try:
-            setter(name, value)
-        except (ValueError, TypeError) as e:
-            raise UsageError(f"command {key}: {e}") from e
-
-
-def _boolean(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise UsageError(f"boolean command value {value!r}: expected true or false")
 
 
 @dataclass
@@ -133,29 +63,6 @@ class StepReport:
     final_joint_rad: float = float("nan")
     failed_cycles: int = 0
     notes: list[str] = field(default_factory=list)
-
-
-def _command_value(text: str, where: str) -> object:
-    """``--command`` value: comma-separated numbers (one number a scalar), or true/false."""
-    parts = [p for p in text.split(",") if p.strip()]
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        if len(parts) == 1:
-            return parts[0].strip()  # a boolean, checked when set
-        raise UsageError(f"{where}: {text!r} is not a list of numbers") from None
-    return values[0] if len(values) == 1 else values
-
-
-def parse_command(text: str) -> tuple[str, object]:
-    """``KIND.NAME=V[,V...]`` -> (key, value)."""
-    key, sep, value = text.partition("=")
-    if not sep or "." not in key:
-        raise UsageError(
-            f"--command {text!r}: expected KIND.NAME=VALUE[,VALUE...] (kinds: "
-            f"{', '.join(COMMAND_KINDS)}), e.g. float.speed=0.3"
-        )
-    return key.strip(), _command_value(value, f"--command {key}")
 
 
 def load_steps(path: pathlib.Path, default_s: float) -> list[Step]:
@@ -208,7 +115,7 @@ def _steps(args: argparse.Namespace) -> list[Step]:
     return steps
 
 
-def run_steps(robot, controller, commands: PolicyCommands, steps, args) -> list[StepReport]:
+def run_steps(robot, controller, commands, steps, args) -> list[StepReport]:
     """Drive ``robot`` with ``controller`` through ``steps``; returns their tracking figures."""
     from twin.env.core import tcp_pose7
     from twin.env.tasks import pose_error
@@ -306,6 +213,7 @@ def _quiet(logger: str) -> Iterator[None]:
 
 def run_policy(args: argparse.Namespace) -> int:
     """``twin run``; exit 1 if a pose target was not within tolerance at the end of its step."""
+    from twin.cli.policy_commands import PolicyCommands, parse_command
     from twin.control import (
         CsvDataCollection,
         OnnxRLController,
