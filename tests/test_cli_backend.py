@@ -135,6 +135,7 @@ def test_emulate_prints_the_config_when_asked(tmp_path):
     assert code == 0
     assert f"config     {tmp_path / 'x.toml'}" in out
     assert f'port = "{tmp_path / "servo_bus"}"' in out
+    assert load_config(tmp_path / "x.toml").hold_gravity_compensation is False  # ideal: no gravity
     assert "emulators stopped" in out
 
 

@@ -246,13 +246,21 @@ def _set_key(text: str, table: str, key: str, value: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_hardware_toml(stack, config_path: str | pathlib.Path | None, out: pathlib.Path) -> str:
+def write_hardware_toml(
+    stack, config_path: str | pathlib.Path | None, out: pathlib.Path, *, gravity: bool = True
+) -> str:
     """Write the TOML for ``stack``'s emulated ports to ``out`` (from ``config_path``, default the
-    shipped example); returns its text. The file is checked by reading it back."""
+    shipped example); returns its text. ``gravity``: whether the emulated arm feels gravity (the
+    sim source does, the ideal one does not: its holds then need no gravity compensation). The
+    file is checked by reading it back."""
+    from dataclasses import replace
+
     from twin.hardware.emulator.testing import emulator_config
 
     source = pathlib.Path(config_path) if config_path is not None else default_config_path()
     wanted = emulator_config(stack.robot_config())
+    if not gravity:
+        wanted = replace(wanted, hold_gravity_compensation=False)
     header = (
         f"# Written by `twin emulate` from {source.name} for the device emulators in "
         f"{stack.link_dir}:\n# the ports are theirs, and the timeouts suit emulators on a "
@@ -290,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
         for name, path in stack.ports.items():
             print(f"{name:10s} {path} -> {stack.port(name).pts_name}")
         out = args.write_config or stack.link_dir / CONFIG_FILE_NAME
-        text = write_hardware_toml(stack, args.config, out)
+        text = write_hardware_toml(stack, args.config, out, gravity=args.source == "sim")
         if args.print_config:
             print(text, end="")
         print(f"config     {out}")
