@@ -17,7 +17,7 @@ import time
 from twin.cli.common import choice, print_table
 
 #: Words that mark a headline figure in a benchmark's JSON (ratios against its anchor).
-HEADLINE_WORDS = ("ratio", "speedup", "overhead")
+HEADLINE_WORDS = ("ratio", "speedup")
 PREFIX = "bench_"
 
 
