@@ -36,10 +36,32 @@ class EpisodeResult:
     time_to_tolerance_s: float | None
 
 
+class PolicyNotFoundError(ValueError):
+    """Neither a shipped policy's name nor the path of an existing ``.onnx`` file."""
+
+
+def shipped_policies() -> tuple[str, ...]:
+    """Names of the shipped policies (``policies/<name>.onnx``)."""
+    return tuple(sorted(p.stem for p in POLICY_DIR.glob("*.onnx")))
+
+
 def policy_path(policy: str) -> pathlib.Path:
-    """``policies/<policy>.onnx`` for a shipped name, or the path given."""
+    """``policies/<policy>.onnx`` for a shipped name, or the ``.onnx`` path given;
+    ``PolicyNotFoundError`` (with the closest shipped name) for anything else."""
     path = pathlib.Path(policy)
-    return path if path.suffix == ".onnx" else POLICY_DIR / f"{policy}.onnx"
+    names = shipped_policies()
+    expected = f"expected an ONNX policy file (.onnx) or a shipped policy ({', '.join(names)})"
+    if path.suffix == ".onnx":
+        if not path.is_file():
+            raise PolicyNotFoundError(f"policy file {policy} does not exist; {expected}")
+        return path
+    if path.suffix or len(path.parts) > 1 or path.exists():
+        raise PolicyNotFoundError(f"{policy} is not an ONNX policy; {expected}")
+    if policy not in names:
+        from twin.backends import closest
+
+        raise PolicyNotFoundError(f"unknown policy {policy!r}{closest(policy, names)}; {expected}")
+    return POLICY_DIR / f"{policy}.onnx"
 
 
 def run_episodes(

@@ -23,7 +23,7 @@ def test_emulate_help_belongs_to_the_emulator(capsys):
         main(["emulate", "--help"])
     except SystemExit as stop:
         assert stop.code == 0
-    assert "--source {ideal,sim}" in capsys.readouterr().out
+    assert "--source {sim,ideal}" in capsys.readouterr().out
 
 
 def test_emulated_servo_bus_answers_a_ping(tmp_path):

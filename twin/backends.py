@@ -4,12 +4,30 @@ This is the only module of ``twin`` that names the backends, and it imports them
 everything above the robot interface runs unchanged on either one:
 
     with open_robot("sim", seed=1) as robot: ...
-    with open_robot("hardware", config="assets/hardware/arm.toml") as robot: ...
+    with open_robot("hardware", config="arm.toml") as robot: ...
+    with open_robot(sim_options={"scene": "table"}) as robot: ...   # $TWIN_BACKEND, else sim
+
+One precedence rule for every choice: an explicit argument, then the environment variable, then
+the default. The backend: ``backend=`` (the CLI's ``--backend``), then ``$TWIN_BACKEND``, then
+``"sim"``. The hardware configuration: ``config=`` (``--config``), then
+``$TWIN_HARDWARE_CONFIG``; there is no default (a real arm's ports must be named). An unknown
+value is a ``BackendError`` listing the choices.
+
+``emulated_hardware()`` starts the serial device emulators in this process and yields a hardware
+configuration whose ports are theirs, so ``open_robot("hardware", config=...)`` drives them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import os
+import pathlib
+import signal
+import sys
+import threading
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from twin.robot import Robot
@@ -17,27 +35,255 @@ from twin.robot import Robot
 BACKENDS = ("sim", "hardware")
 #: Environment variable that selects the backend when none is given (default "sim").
 BACKEND_ENV_VAR = "TWIN_BACKEND"
+#: Environment variable naming the hardware TOML file when no config is given.
+HARDWARE_CONFIG_ENV_VAR = "TWIN_HARDWARE_CONFIG"
+#: Sources of physics behind the device emulators: the PyBullet sim (gravity, the same arm the
+#: sim backend runs) or an ideal model (independent joints, no gravity).
+EMULATOR_SOURCES = ("sim", "ideal")
+
+#: Exit codes of the CLI: bad input (a wrong configuration, a port that is not there) and a device
+#: that failed (no answer in time, a lost link, a fault).
+EXIT_INPUT, EXIT_DEVICE = 2, 1
+#: How the CLI reports the backends' exceptions, first match wins: ``(module, class name, exit
+#: code, what was expected)``, each in one line. Only modules already imported are consulted, so
+#: naming them here imports nothing.
+BACKEND_ERRORS = (
+    ("twin.hardware.errors", "ReplyTimeoutError", EXIT_DEVICE, ""),
+    ("twin.hardware.errors", "DisconnectedError", EXIT_DEVICE, ""),
+    ("twin.hardware.errors", "InvalidArgumentError", EXIT_INPUT, ""),  # ConfigError included
+    (
+        "twin.hardware.errors",
+        "TransportError",
+        EXIT_INPUT,
+        "; expected the ports of the hardware TOML to be there (run `twin emulate`, or pass "
+        "--emulate, to stand the emulators in for the arm)",
+    ),
+    ("twin.hardware.errors", "HardwareError", EXIT_DEVICE, ""),
+)
+
+#: Thread switch interval (s) while emulators share this process: their I/O threads answer the
+#: serial driver's threads promptly (as ``twin emulate`` does in its own process).
+EMULATED_SWITCH_INTERVAL_S = 0.0005
+
+_open_robots: weakref.WeakSet[Robot] = weakref.WeakSet()
 
 
-def open_robot(backend: str | None = None, **options: Any) -> Robot:
-    """Open a robot on ``backend`` ("sim" or "hardware"; default ``$TWIN_BACKEND`` or "sim").
+class BackendError(ValueError):
+    """A backend choice is wrong or incomplete; the message says what was expected."""
 
-    ``options`` go to the backend's constructor: ``sim.PyBulletRobot`` (``seed``, ``scene``,
-    ``gui``, ...) or ``hardware.SerialRobot`` (``config``: path of the hardware TOML file).
+
+def closest(name: str, choices: tuple[str, ...] | list[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices`` to ``name``, or ``""``."""
+    match = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def resolve_backend(backend: str | None = None) -> str:
+    """The backend to use: ``backend`` if given, else ``$TWIN_BACKEND``, else ``"sim"``.
+
+    ``BackendError`` (naming where the value came from and the choices) for an unknown name.
     """
-    name = backend or os.environ.get(BACKEND_ENV_VAR, "sim")
+    name, origin = backend_origin(backend)
+    if name not in BACKENDS:
+        where = f" in {BACKEND_ENV_VAR}" if origin == BACKEND_ENV_VAR else ""
+        raise BackendError(
+            f"unknown backend {name!r}{where}{closest(name, BACKENDS)}; "
+            f"expected one of: {', '.join(BACKENDS)}"
+        )
+    return name
+
+
+def backend_origin(backend: str | None = None) -> tuple[str, str]:
+    """``(name, origin)`` by the precedence rule, unchecked: origin ``"argument"``,
+    ``BACKEND_ENV_VAR`` or ``"default"``."""
+    if backend is not None:
+        return backend, "argument"
+    if os.environ.get(BACKEND_ENV_VAR):
+        return os.environ[BACKEND_ENV_VAR], BACKEND_ENV_VAR
+    return "sim", "default"
+
+
+def resolve_hardware_config(config: Any = None, *, how: str = "config=<path>") -> Any:
+    """The hardware configuration: ``config`` (a path or a ``HardwareConfig``) if given, else
+    ``$TWIN_HARDWARE_CONFIG``; ``BackendError`` if neither (``how`` names the argument to pass
+    in the message, e.g. ``--config FILE``). Whether the file exists is the backend's check."""
+    if config is not None and config != "":
+        return config
+    if os.environ.get(HARDWARE_CONFIG_ENV_VAR):
+        return os.environ[HARDWARE_CONFIG_ENV_VAR]
+    raise BackendError(
+        f"backend 'hardware' needs its configuration: pass {how} or set "
+        f"{HARDWARE_CONFIG_ENV_VAR} (a hardware TOML file naming the ports; `twin emulate` "
+        "writes one for the emulators)"
+    )
+
+
+def open_robot(
+    backend: str | None = None,
+    *,
+    config: Any = None,
+    sim_options: dict[str, Any] | None = None,
+    **options: Any,
+) -> Robot:
+    """Open a robot on ``backend`` ("sim" or "hardware"; default ``$TWIN_BACKEND``, else "sim").
+
+    ``config``: the hardware configuration (path of the TOML file or a ``HardwareConfig``;
+    default ``$TWIN_HARDWARE_CONFIG``); given with the sim backend it is an error.
+    ``sim_options``: what the sim must simulate (``seed``, ``scene``, ``gui``, ...), ignored on
+    hardware (a real arm has no seed and its scene is the room it stands in), so callers pass them
+    without asking which backend runs. ``options`` go to the backend's constructor as they are:
+    ``sim.PyBulletRobot`` or ``hardware.SerialRobot`` (``model``, ``clock``).
+    """
+    name = resolve_backend(backend)
+    if name == "sim" and config is not None:
+        raise _not_hardware(f"a hardware configuration ({config}) was given", backend)
+    with _interrupt_deferred() as interrupted:
+        robot = _construct(name, config, sim_options, options)
+        _open_robots.add(robot)
+    if interrupted:  # Ctrl-C while connecting: the robot is whole, so close it properly
+        robot.close()
+        raise KeyboardInterrupt
+    return robot
+
+
+@contextlib.contextmanager
+def _interrupt_deferred() -> Iterator[list[bool]]:
+    """Hold back SIGINT during the block (main thread only): a robot half connected could not
+    be closed. Yields a list that is non-empty if SIGINT arrived meanwhile."""
+    seen: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *_: seen.append(True))
+    except ValueError:  # not the main interpreter
+        yield seen
+        return
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _construct(name: str, config: Any, sim_options: dict | None, options: dict) -> Robot:
     if name == "sim":
         from twin.sim import PyBulletRobot
 
-        return PyBulletRobot(**options)
-    if name == "hardware":
-        from twin.hardware import SerialRobot
+        return PyBulletRobot(**{**(sim_options or {}), **options})
+    from twin.hardware import SerialRobot
 
-        config = options.pop("config", None)
-        if config is None:
-            raise ValueError(
-                "backend 'hardware' needs config=<path of the hardware TOML file> "
-                "(see assets/hardware/README.md)"
-            )
-        return SerialRobot(config, **options)
-    raise ValueError(f"unknown backend {name!r}; expected one of {BACKENDS}")
+    return SerialRobot(resolve_hardware_config(config), **options)
+
+
+def _not_hardware(what: str, backend: str | None) -> BackendError:
+    """``BackendError``: ``what`` needs the hardware backend, but the sim was chosen."""
+    origin = backend_origin(backend)[1]
+    chosen = {"argument": "", BACKEND_ENV_VAR: f" (from {BACKEND_ENV_VAR})"}.get(
+        origin, " (the default)"
+    )
+    return BackendError(
+        f"{what} but the backend is 'sim'{chosen}; choose the hardware backend "
+        f"(--backend hardware, backend='hardware' or {BACKEND_ENV_VAR}=hardware)"
+    )
+
+
+def close_open_robots() -> int:
+    """Close every robot ``open_robot`` opened that is still referenced (the arm holds its
+    position on close, every port is closed); safe to repeat. Returns how many were closed."""
+    robots = list(_open_robots)
+    for robot in robots:
+        with contextlib.suppress(Exception):  # closing after an interrupt: close the rest
+            robot.close()
+    _open_robots.clear()
+    return len(robots)
+
+
+@contextlib.contextmanager
+def emulated_hardware(
+    config: Any = None,
+    *,
+    source: str = "sim",
+    seed: int = 0,
+    link_dir: str | pathlib.Path | None = None,
+    lockstep: bool = True,
+) -> Iterator[dict[str, Any]]:
+    """Start the serial device emulators of ``config`` (default ``$TWIN_HARDWARE_CONFIG``, else
+    the shipped example) in this process, on pseudo-terminals, driven by ``source`` (one of
+    ``EMULATOR_SOURCES``); stops every emulator on exit. Yields the hardware options of
+    ``open_robot``: ``config``, the ``HardwareConfig`` with the emulated ports plugged in (and
+    timeouts suited to emulators), and with ``lockstep`` (default) ``clock``, the clock the robot
+    shares with the emulators: the physics then advances one period per ``robot.step()``
+    whatever the machine's load (``twin.hardware.emulator.cli``)."""
+    from twin.hardware.emulator.cli import start_emulators
+    from twin.hardware.emulator.testing import emulator_config
+
+    if config is None:
+        config = os.environ.get(HARDWARE_CONFIG_ENV_VAR) or None
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(EMULATED_SWITCH_INTERVAL_S)
+    try:
+        with start_emulators(
+            config, source=source, seed=seed, link_dir=link_dir, lockstep=lockstep
+        ) as stack:
+            options = {"config": _lockstep_config(stack.robot_config()) if lockstep else None}
+            if lockstep:
+                options["clock"] = stack.clock
+            else:
+                options["config"] = emulator_config(stack.robot_config())
+            yield options
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _lockstep_config(config: Any) -> Any:
+    """``emulator_config`` of ``config`` for a lock-step run: a reply may wait for the physics to
+    step, which virtual time does not mind (as the hardware-in-the-loop tests do)."""
+    from dataclasses import replace
+
+    from twin.hardware.emulator.testing import emulator_config
+
+    config = emulator_config(config)
+    return replace(config, bus=replace(config.bus, reply_timeout_s=2.0))
+
+
+def resolve_options(
+    backend: str | None = None,
+    *,
+    config: Any = None,
+    emulate: bool = False,
+    config_how: str = "config=<path>",
+) -> dict[str, Any]:
+    """The arguments of ``open_robot`` for a run, by the precedence rule: ``{"backend": name,
+    "config": ...}`` (``config`` is ``None`` on the sim; with ``emulate`` it is left to the
+    emulators). ``BackendError`` for a configuration or ``emulate`` given to the sim, or a
+    hardware run without a configuration (``config_how`` names how to pass one)."""
+    name = resolve_backend(backend)
+    if name == "sim":
+        if config is not None:
+            raise _not_hardware(f"a hardware configuration ({config}) was given", backend)
+        if emulate:
+            raise _not_hardware("the emulators stand in for the hardware", backend)
+        return {"backend": name, "config": None}
+    if emulate:
+        return {"backend": name, "config": config}
+    return {"backend": name, "config": resolve_hardware_config(config, how=config_how)}
+
+
+@contextlib.contextmanager
+def backend_session(
+    backend: str | None = None,
+    *,
+    config: Any = None,
+    emulate: bool = False,
+    seed: int = 0,
+    config_how: str = "config=<path>",
+) -> Iterator[dict[str, Any]]:
+    """``resolve_options`` for the block; with ``emulate`` (hardware only) the device emulators
+    run in this process while the block runs (``emulated_hardware``: the configuration, default
+    ``$TWIN_HARDWARE_CONFIG`` else the shipped example, with their ports put in)."""
+    options = resolve_options(backend, config=config, emulate=emulate, config_how=config_how)
+    if not emulate:
+        yield options
+        return
+    with emulated_hardware(options["config"], seed=seed) as emulated:
+        yield {**options, **emulated}

@@ -36,8 +36,17 @@ FORMAT_VERSION = 1
 _QUAT_NORM_TOLERANCE = 1e-3  # hand-typed quaternions (0.7071...) are renormalised within this
 
 
-class SceneFormatError(ValueError):
+class SceneError(ValueError):
+    """Base class of the scene errors: the message says what was wrong and what was expected."""
+
+
+class SceneFormatError(SceneError):
     """A scene file does not follow the format; the message names the item, field and expectation."""
+
+
+class UnknownSceneError(SceneError):
+    """Neither a shipped scene's name nor an existing scene file; the message names the closest
+    shipped scene and lists them."""
 
 
 class ItemKind(str, enum.Enum):
@@ -140,19 +149,38 @@ def scenes_dir() -> Path:
 def scene_path(name: str) -> Path:
     """Path of the shipped scene ``name`` (one of ``SHIPPED_SCENES``)."""
     if name not in SHIPPED_SCENES:
-        raise ValueError(f"unknown shipped scene {name!r}; expected one of {SHIPPED_SCENES}")
+        raise UnknownSceneError(
+            f"unknown shipped scene {name!r}{_closest(name)}; expected one of: "
+            f"{', '.join(SHIPPED_SCENES)}"
+        )
     return scenes_dir() / f"{name}.json"
+
+
+def _closest(name: str) -> str:
+    from twin.backends import closest
+
+    return closest(name, SHIPPED_SCENES)
 
 
 def load_scene(source: str | Path) -> Scene:
     """Parse a scene: a shipped scene name (``"table"``) or the path of a scene JSON file.
 
-    Raises ``SceneFormatError`` for a malformed file, ``FileNotFoundError`` for a missing one.
+    Raises ``SceneFormatError`` for a malformed file, ``UnknownSceneError`` for a name that is
+    not a shipped scene and a path that is not a file.
     """
     if isinstance(source, str) and source in SHIPPED_SCENES:
         path = scene_path(source)
     else:
         path = Path(source)
+    if not path.is_file():
+        looks_like_path = path.suffix or len(path.parts) > 1
+        raise UnknownSceneError(
+            f"scene file {str(path)!r} does not exist; expected the path of a scene .json file or "
+            f"a shipped scene ({', '.join(SHIPPED_SCENES)})"
+            if looks_like_path
+            else f"unknown scene {str(source)!r}{_closest(str(source))}; expected a shipped scene "
+            f"({', '.join(SHIPPED_SCENES)}) or the path of a scene .json file"
+        )
     with open(path, encoding="utf-8") as fh:
         try:
             data = json.load(fh)

@@ -6,17 +6,22 @@ import argparse
 
 
 def run_emulate(args: argparse.Namespace) -> int:
-    """``twin emulate``: the serial device emulators (``hardware.emulator.cli``), imported lazily."""
-    from twin.hardware.emulator.cli import main as emulate_main
+    """``twin emulate``: run the emulators until Ctrl-C or ``--duration``."""
+    from twin.hardware.emulator.cli import run
 
-    return int(emulate_main(args.emulator_args) or 0)
+    return int(run(args) or 0)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from twin.hardware.emulator.cli import add_arguments
+
     parser = subparsers.add_parser(
         "emulate",
-        add_help=False,
-        help="start the serial device emulators on pseudo-terminals and print their ports "
-        "(twin emulate --help for options)",
+        help="start the serial device emulators on pseudo-terminals, print their ports and "
+        "write a hardware TOML for them",
+        description="Start the serial device emulators (DYNAMIXEL servo chain, Bota F/T sensor, "
+        "WitMotion IMU) on pseudo-terminals, print their ports and write a hardware TOML that "
+        "names them; then: twin demo --backend hardware --config <that file>.",
     )
-    parser.set_defaults(func=run_emulate, emulator_args=[])
+    add_arguments(parser)
+    parser.set_defaults(func=run_emulate)

@@ -1,8 +1,10 @@
 """``TwinEnv``: a task and a robot wired into the Gymnasium API.
 
 The robot comes from ``twin.backends.open_robot`` (the switch the CLI uses), so the same
-environment runs on the PyBullet twin (``backend="sim"``, default) or on the real arm
-(``backend="hardware", hardware_config=<path of the hardware TOML file>``).
+environment runs on the PyBullet twin (``backend="sim"``) or on the real arm
+(``backend="hardware", hardware_config=<path of the hardware TOML file>``). The precedence rule is
+the CLI's: ``backend=``, then ``$TWIN_BACKEND``, then sim; ``hardware_config=``, then
+``$TWIN_HARDWARE_CONFIG``.
 
 Action: bounded joint-position deltas ``a`` (6,) in [-1, 1]; the joint target is
 ``q_des = clip(q + ACTION_SCALE_RAD * a, lower, upper)`` with ``q`` the joint positions just
@@ -21,7 +23,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
-from twin.backends import open_robot
+from twin.backends import BackendError, open_robot, resolve_options
 from twin.env.tasks import DEFAULT_GAINS, PdGains
 from twin.robot import JointCommand, Robot, RobotState
 from twin.spatial import batch
@@ -61,7 +63,7 @@ class TwinEnv(gym.Env):
     def __init__(
         self,
         *,
-        backend: str = "sim",
+        backend: str | None = None,
         hardware_config: str | None = None,
         render_mode: str | None = None,
         robot_options: dict | None = None,
@@ -72,17 +74,18 @@ class TwinEnv(gym.Env):
                 f"render_mode {render_mode!r} is not supported; expected None or one of "
                 f"{self.metadata['render_modes']}"
             )
-        if backend == "hardware" and render_mode == "rgb_array":
-            raise EnvConfigurationError(
-                "render_mode 'rgb_array' needs the sim backend (the frames are rendered by "
-                "PyBullet); use backend='sim' or render_mode=None"
-            )
         self.render_mode = render_mode
-        self.backend = backend
         self.gains = gains
-        self._robot_options = self._backend_options(backend, hardware_config, robot_options)
-        self.robot: Robot | None = open_robot(backend, **self._robot_options)
+        self.backend, self._robot_options = self._backend_options(
+            backend, hardware_config, robot_options
+        )
+        self.robot: Robot | None = open_robot(self.backend, **self._robot_options)
         try:
+            if render_mode == "rgb_array" and not callable(getattr(self.robot, "render", None)):
+                raise EnvConfigurationError(
+                    f"render_mode 'rgb_array' needs a robot that renders (the sim backend); the "
+                    f"{self.backend!r} backend's does not: use backend='sim' or render_mode=None"
+                )
             self.model = self.robot.model
             self.task = self._make_task(self.model)
         except Exception:
@@ -100,28 +103,26 @@ class TwinEnv(gym.Env):
         raise NotImplementedError
 
     def _backend_options(
-        self, backend: str, hardware_config: str | None, robot_options: dict | None
-    ) -> dict:
-        options = dict(robot_options or {})
-        if backend == "hardware":
-            if hardware_config is None:
-                raise EnvConfigurationError(
-                    "backend='hardware' needs hardware_config=<path of the hardware TOML file> "
-                    "(see assets/hardware/README.md)"
-                )
-            options["config"] = hardware_config
-        elif backend == "sim":
-            if hardware_config is not None:
-                raise EnvConfigurationError(
-                    "hardware_config is only used with backend='hardware'; got backend='sim'"
-                )
-            if self.render_mode == "human":
-                options["gui"] = True
-        else:
-            raise EnvConfigurationError(
-                f"unknown backend {backend!r}; expected 'sim' or 'hardware'"
+        self, backend: str | None, hardware_config: str | None, robot_options: dict | None
+    ) -> tuple[str, dict]:
+        """The backend and ``open_robot``'s keyword arguments: ``robot_options`` are sim
+        options (ignored on hardware), ``hardware_config`` (else ``$TWIN_HARDWARE_CONFIG``) the
+        hardware's."""
+        try:
+            chosen = resolve_options(
+                backend,
+                config=hardware_config,
+                config_how="hardware_config=<path of the hardware TOML file>",
             )
-        return options
+        except BackendError as e:
+            raise EnvConfigurationError(str(e)) from e
+        sim_options = dict(robot_options or {})
+        if self.render_mode == "human":
+            sim_options["gui"] = True
+        options: dict = {"sim_options": sim_options} if sim_options else {}
+        if chosen["config"] is not None:
+            options["config"] = chosen["config"]
+        return chosen["backend"], options
 
     @property
     def policy_period_s(self) -> float:

@@ -51,8 +51,7 @@ class PressEnv(TwinEnv):
 
     def __init__(self, **kwargs: Any) -> None:
         options = dict(kwargs.pop("robot_options", None) or {})
-        if kwargs.get("backend", "sim") == "sim":
-            options.setdefault("scene", self.SCENE)
+        options.setdefault("scene", self.SCENE)  # a sim option: the real arm's table is real
         super().__init__(robot_options=options, **kwargs)
 
     def _make_task(self, model: Any) -> PressTask:
