@@ -99,20 +99,26 @@ def _robot(scenario: Scenario, backend: str, seed: int) -> Iterator[tuple[Robot,
         return
     if backend != "hardware":
         raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+    from twin.hardware.clock import ManualClock
     from twin.hardware.emulator import EmulatorStack, make_sim_source
+    from twin.hardware.emulator.cli import IdlePump
     from twin.hardware.emulator.testing import emulator_config
 
-    # Real time, as on the bench: the emulated physics runs on its own thread. The timeouts are
-    # generous: the emulators share the machine with the run (and with other runs in a sweep).
+    # Lock-step: the robot and the emulators share a virtual clock, so the emulated physics
+    # advances one period per robot.step() whatever the machine's load (a sweep shares it);
+    # the idle pump keeps time moving while nothing steps (device set-up, a planner call).
     config = emulator_config(watchdog_s=None, stale_after_s=1.0)
-    config = replace(config, bus=replace(config.bus, reply_timeout_s=1.0))
+    config = replace(config, bus=replace(config.bus, reply_timeout_s=2.0))
+    clock = ManualClock()
     start = None if scenario.start_q is None else np.asarray(scenario.start_q)
     source = make_sim_source(seed=seed, scene=scenario.scene, initial_q=start)
-    with (
-        EmulatorStack(config, source, seed=seed) as stack,
-        open_robot("hardware", config=stack.robot_config()) as robot,
-    ):
-        yield robot, _SourcePlant(source)
+    with EmulatorStack(config, source, clock=clock, seed=seed) as stack:
+        pump = IdlePump(stack, round(config.control_period_s * 1e6))
+        try:
+            with open_robot("hardware", config=stack.robot_config(), clock=clock) as robot:
+                yield robot, _SourcePlant(source)
+        finally:
+            pump.close()
 
 
 def _settle(robot: Robot, q: np.ndarray | None) -> None:
