@@ -333,3 +333,31 @@ def test_what_layers_publish_is_recorded_and_a_broken_subscriber_is_dropped(tmp_
     events.subscribe(broken)
     events.publish("controller", "step", value=1)  # does not raise
     assert not events.listening()
+
+
+def test_the_command_line_records_a_run_with_what_the_layers_publish(tmp_path):
+    path = tmp_path / "run.mcap"
+    done = subprocess.run(
+        [sys.executable, "-m", "twin", "run", "--policy", "reach", "--target", "0.35", "0.1",
+         "0.3", "--duration", "1", "--record", str(path)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with open(path, "rb") as f:
+        summary = make_reader(f).get_summary()
+    counts = {
+        summary.channels[cid].topic: n
+        for cid, n in summary.statistics.channel_message_counts.items()
+    }
+    assert counts["/robot/state"] > 200 and counts["/robot/command"] == 25  # 1 s at 25 Hz
+    steps = read_recording(path).on("/events")
+    assert {(e.data["source"], e.data["kind"]) for e in steps} == {("controller", "policy_step")}
+    assert len(steps) == 25
+    assert "obj.arm.joints.pos" in steps[0].data["detail"]["inputs"]
+    assert replay(path).reproduced
+    bad = subprocess.run(
+        [sys.executable, "-m", "twin", "run", "--policy", "reach", "--record", "run.csv"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "expected a file name ending in .mcap" in bad.stderr.strip().splitlines()[-1]

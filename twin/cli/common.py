@@ -89,6 +89,48 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
         help="hardware backend: run the serial device emulators (sim physics) in this process "
         "for the run, on the ports of --config (default: the shipped example)",
     )
+    group.add_argument(
+        "--record",
+        type=_recording_path,
+        default=None,
+        metavar="FILE.mcap",
+        help="record the run (every read and write, what the layers publish) to an MCAP file; "
+        "twin replay replays it",
+    )
+
+
+def _recording_path(text: str) -> pathlib.Path:
+    """argparse type: a ``.mcap`` file to write, in an existing folder."""
+    path = pathlib.Path(text)
+    if path.suffix != ".mcap":
+        raise argparse.ArgumentTypeError(f"{text}: expected a file name ending in .mcap")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: the folder {path.parent} does not exist")
+    return path
+
+
+def recorded(robot: Robot, args: argparse.Namespace, backend: str, sim_options: dict) -> Robot:
+    """``robot`` recorded to ``--record`` (``twin.record``) with what replay needs, or ``robot``
+    itself without the option. The recording closes with the robot."""
+    path = getattr(args, "record", None)
+    if path is None:
+        return robot
+    from twin.record import RecordingRobot, versions
+
+    plain = {
+        k: v for k, v in sim_options.items() if v is None or isinstance(v, (bool, int, float, str))
+    }
+    metadata = {
+        "backend": backend,
+        "robot_options": plain if backend == "sim" else {},
+        "scene": sim_options.get("scene"),
+        "seed": sim_options.get("seed"),
+        "command": getattr(args, "command", None),
+        "versions": versions(),
+    }
+    recording = RecordingRobot(robot, path, metadata=metadata)
+    recording.subscribe_layers()
+    return recording
 
 
 @contextlib.contextmanager
@@ -117,8 +159,9 @@ def open_robot_from_args(args: argparse.Namespace, **sim_options: Any) -> Iterat
     with (
         backend_session(args) as options,
         backends.open_robot(**options, sim_options=sim_options) as robot,
+        recorded(robot, args, options["backend"], sim_options) as run,
     ):
-        yield robot
+        yield run
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], indent: str = "") -> None:

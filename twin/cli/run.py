@@ -19,7 +19,8 @@ its commands for ``duration_s``:
 After each step it prints tracking figures: for a pose command the TCP's final position and
 rotation errors, the largest over the last ``SETTLE_WINDOW_S`` and the first time within
 ``--tolerance-mm`` / ``--tolerance-rad`` (the reach policy card's 20 mm and 0.1 rad); for a joint
-command the largest final joint error. ``--record FILE.csv`` writes every model input and output.
+command the largest final joint error. ``--collect FILE.csv`` writes every model input and output;
+``--record FILE.mcap`` records the run (``twin.record``).
 """
 
 from __future__ import annotations
@@ -229,7 +230,7 @@ def run_policy(args: argparse.Namespace) -> int:
     commands = PolicyCommands()
     for text in args.held_commands or []:
         parse_command(text)  # checked before the robot is opened
-    collection = CsvDataCollection(args.record) if args.record is not None else None
+    collection = CsvDataCollection(args.collect) if args.collect is not None else None
     with open_robot_from_args(args, seed=args.seed, scene=args.scene) as robot:
         controller = OnnxRLController(
             RobotStateAdapter(robot, articulation=args.articulation), commands, collection
@@ -264,7 +265,7 @@ def run_policy(args: argparse.Namespace) -> int:
     )
     print(
         f"control at {diag.rate_hz:g} Hz configured: {measured}"
-        + (f"; recorded {args.record}" if collection is not None else "")
+        + (f"; collected {args.collect}" if collection is not None else "")
     )
     missed = [
         r.label
@@ -315,7 +316,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tolerance-mm", type=float, default=20.0)
     parser.add_argument("--tolerance-rad", type=float, default=0.1)
     parser.add_argument("--articulation", default="arm", help="the policy's articulation name")
-    parser.add_argument("--record", type=pathlib.Path, default=None, metavar="FILE.csv")
+    parser.add_argument(
+        "--collect",
+        type=pathlib.Path,
+        default=None,
+        metavar="FILE.csv",
+        help="the controller's data collection (policy inputs and outputs) as CSV",
+    )
     parser.add_argument("--seed", type=int, default=0, help="sim seed")
     parser.add_argument("--scene", default=None, help="sim scene (a shipped name or a file)")
     add_backend_options(parser)

@@ -35,6 +35,7 @@ import time
 
 import numpy as np
 
+from twin import events
 from twin.control.context import OnnxContext
 from twin.control.errors import ComponentInitError, ControlError
 from twin.control.interfaces import CommandInterface, DataCollectionInterface, RobotStateInterface
@@ -272,6 +273,16 @@ class OnnxRLController:
                 return self._set_fault(f"output {component.name!r} was refused by the robot")
         if not state.end_cycle(self._t_us):
             return self._set_fault(f"{type(state).__name__}.end_cycle failed (command not sent)")
+        if events.listening():  # for a recording: what went into the policy and what came out
+            events.publish(
+                "controller",
+                "policy_step",
+                t_us=self._t_us,
+                inputs={n: rt.input_buffer(n, rt.input_info(n).dtype) for n in rt.input_names()},
+                outputs={
+                    n: rt.output_buffer(n, rt.output_info(n).dtype) for n in rt.output_names()
+                },
+            )
         if self._collect and not self.data_collection.collect_data(self._t_us):
             self.collection_failures += 1
             self._collection_failed = True  # reported by update; the cycle itself completed

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from twin import events
 from twin.robot import FtStatus, Robot, RobotState, WrenchBatch, WrenchSample
 from twin.sensors import device as dev
 from twin.sensors.errors import (
@@ -268,6 +269,14 @@ class FtSensorService:
         last = samples[-1]
         cov = self._cov if self._publish_cov else None
         rows = self._ports.publish(last.t_us, last.status, published, pose, cov)
+        if events.listening():  # for a recording: the newest wrench of every published frame
+            events.publish(
+                "ft",
+                "frames",
+                t_us=last.t_us,
+                samples=len(samples),
+                frames={name: frame_rows[-1] for name, frame_rows in rows.items()},
+            )
         for log in self._logs:
             frame_rows = rows[log.frame].tolist()
             for sample, ok, row in zip(samples, finite, frame_rows):
