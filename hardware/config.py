@@ -9,7 +9,6 @@ how the emulators' pseudo-terminals are plugged in.
 
 from __future__ import annotations
 
-import difflib
 import math
 import pathlib
 from dataclasses import dataclass, field, replace
@@ -27,6 +26,8 @@ from twin.hardware.joint_map import JointMap
 from twin.hardware.protocols import bota, witmotion
 from twin.hardware.protocols import dynamixel_table as dxl_table
 from twin.hardware.protocols.dynamixel_table import MAX_ID, Units
+
+from twin.names import closest
 
 CONTROL_MODES = ("servo", "current")
 
@@ -427,5 +428,4 @@ class _Reader:
 
 
 def _hint(word: str, candidates) -> str:
-    close = difflib.get_close_matches(word, list(candidates), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return closest(word, candidates)

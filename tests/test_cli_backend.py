@@ -27,8 +27,9 @@ from twin.hardware.emulator.cli import (
 )
 
 from twin import backends
-from twin.backends import BackendError, backend_session, resolve_backend, resolve_hardware_config
+from twin.backends import BackendError, resolve_backend, resolve_hardware_config
 from twin.env.core import EnvConfigurationError
+from twin.sessions import backend_session
 
 
 @pytest.fixture(autouse=True)

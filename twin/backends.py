@@ -20,16 +20,14 @@ configuration whose ports are theirs, so ``open_robot("hardware", config=...)`` 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
-import pathlib
 import signal
-import sys
 import threading
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
+from twin.names import closest
 from twin.robot import Robot
 
 BACKENDS = ("sim", "hardware")
@@ -61,21 +59,12 @@ BACKEND_ERRORS = (
     ("twin.hardware.errors", "HardwareError", EXIT_DEVICE, ""),
 )
 
-#: Thread switch interval (s) while emulators share this process: their I/O threads answer the
-#: serial driver's threads promptly (as ``twin emulate`` does in its own process).
-EMULATED_SWITCH_INTERVAL_S = 0.0005
 
 _open_robots: weakref.WeakSet[Robot] = weakref.WeakSet()
 
 
 class BackendError(ValueError):
     """A backend choice is wrong or incomplete; the message says what was expected."""
-
-
-def closest(name: str, choices: tuple[str, ...] | list[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``choices`` to ``name``, or ``""``."""
-    match = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
 
 
 def resolve_backend(backend: str | None = None) -> str:
@@ -198,54 +187,6 @@ def close_open_robots() -> int:
     return len(robots)
 
 
-@contextlib.contextmanager
-def emulated_hardware(
-    config: Any = None,
-    *,
-    source: str = "sim",
-    seed: int = 0,
-    link_dir: str | pathlib.Path | None = None,
-    lockstep: bool = True,
-) -> Iterator[dict[str, Any]]:
-    """Start the serial device emulators of ``config`` (default ``$TWIN_HARDWARE_CONFIG``, else
-    the shipped example) in this process, on pseudo-terminals, driven by ``source`` (one of
-    ``EMULATOR_SOURCES``); stops every emulator on exit. Yields the hardware options of
-    ``open_robot``: ``config``, the ``HardwareConfig`` with the emulated ports plugged in (and
-    timeouts suited to emulators), and with ``lockstep`` (default) ``clock``, the clock the robot
-    shares with the emulators: the physics then advances one period per ``robot.step()``
-    whatever the machine's load (``twin.hardware.emulator.cli``)."""
-    from twin.hardware.emulator.cli import start_emulators
-    from twin.hardware.emulator.testing import emulator_config
-
-    if config is None:
-        config = os.environ.get(HARDWARE_CONFIG_ENV_VAR) or None
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(EMULATED_SWITCH_INTERVAL_S)
-    try:
-        with start_emulators(
-            config, source=source, seed=seed, link_dir=link_dir, lockstep=lockstep
-        ) as stack:
-            options = {"config": _lockstep_config(stack.robot_config()) if lockstep else None}
-            if lockstep:
-                options["clock"] = stack.clock
-            else:
-                options["config"] = emulator_config(stack.robot_config())
-            yield options
-    finally:
-        sys.setswitchinterval(interval)
-
-
-def _lockstep_config(config: Any) -> Any:
-    """``emulator_config`` of ``config`` for a lock-step run: a reply may wait for the physics to
-    step, which virtual time does not mind (as the hardware-in-the-loop tests do)."""
-    from dataclasses import replace
-
-    from twin.hardware.emulator.testing import emulator_config
-
-    config = emulator_config(config)
-    return replace(config, bus=replace(config.bus, reply_timeout_s=2.0))
-
-
 def resolve_options(
     backend: str | None = None,
     *,
@@ -267,23 +208,3 @@ def resolve_options(
     if emulate:
         return {"backend": name, "config": config}
     return {"backend": name, "config": resolve_hardware_config(config, how=config_how)}
-
-
-@contextlib.contextmanager
-def backend_session(
-    backend: str | None = None,
-    *,
-    config: Any = None,
-    emulate: bool = False,
-    seed: int = 0,
-    config_how: str = "config=<path>",
-) -> Iterator[dict[str, Any]]:
-    """``resolve_options`` for the block; with ``emulate`` (hardware only) the device emulators
-    run in this process while the block runs (``emulated_hardware``: the configuration, default
-    ``$TWIN_HARDWARE_CONFIG`` else the shipped example, with their ports put in)."""
-    options = resolve_options(backend, config=config, emulate=emulate, config_how=config_how)
-    if not emulate:
-        yield options
-        return
-    with emulated_hardware(options["config"], seed=seed) as emulated:
-        yield {**options, **emulated}

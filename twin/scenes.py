@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from twin.names import closest
 from twin.spatial import quaternion
 
 #: The scenes shipped in ``assets/scenes/`` (names accepted by ``load_scene``).
@@ -157,8 +158,6 @@ def scene_path(name: str) -> Path:
 
 
 def _closest(name: str) -> str:
-    from twin.backends import closest
-
     return closest(name, SHIPPED_SCENES)
 
 

@@ -13,7 +13,7 @@ timeouts put in, so the next command is ``twin demo --backend hardware --config 
 Runs until Ctrl-C (or ``--duration`` seconds).
 
 ``start_emulators`` is the same start-up as a context manager, for ``--emulate`` runs in-process
-(``twin.backends.emulated_hardware``). There it can run lock-step (``lockstep=True``): the
+(``twin.sessions.emulated_hardware``). There it can run lock-step (``lockstep=True``): the
 emulators and the robot share a ``ManualClock``, so the physics advances one control period per
 ``robot.step()`` however loaded the machine is (the emulators share the process, and its threads
 the interpreter, with the control loop); while nobody steps (bring-up, planning, a sensor

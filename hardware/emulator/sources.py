@@ -335,11 +335,12 @@ class RealTimeRunner:
 
 
 def make_sim_source(seed: int = 0, **kwargs) -> RobotSource:
-    """A ``RobotSource`` around ``sim.robot.PyBulletRobot`` stepping one physics step (1 ms) per
-    period, without its own watchdog; ``kwargs`` go to ``PyBulletRobot``."""
-    from twin.sim.robot import PyBulletRobot  # the sim backend, only when asked for
+    """A ``RobotSource`` around the sim (``open_robot("sim", ...)``: through the robot interface,
+    so the serial backend's package does not import the simulator's) stepping one physics step
+    (1 ms) per period, without its own watchdog; ``kwargs`` go to the sim's constructor."""
+    from twin.backends import open_robot
 
     kwargs.setdefault("physics_dt", 1e-3)
     kwargs.setdefault("control_period_s", kwargs["physics_dt"])
     kwargs.setdefault("watchdog_s", None)
-    return RobotSource(PyBulletRobot(seed=seed, **kwargs))
+    return RobotSource(open_robot("sim", seed=seed, **kwargs))

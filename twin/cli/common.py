@@ -24,7 +24,7 @@ import pathlib
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-from twin import backends
+from twin import backends, sessions
 from twin.robot import Robot
 
 
@@ -136,8 +136,8 @@ def recorded(robot: Robot, args: argparse.Namespace, backend: str, sim_options: 
 @contextlib.contextmanager
 def backend_session(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """``{"backend": name, "config": ...}`` for ``open_robot`` from the backend options, with
-    the emulators running during the block if ``--emulate`` (``twin.backends.backend_session``)."""
-    with backends.backend_session(
+    the emulators running during the block if ``--emulate`` (``twin.sessions.backend_session``)."""
+    with sessions.backend_session(
         getattr(args, "backend", None),
         config=getattr(args, "config", None),
         emulate=getattr(args, "emulate", False),

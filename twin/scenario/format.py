@@ -14,7 +14,6 @@ file, the section and the field (``docs/formats/scenario.md``).
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import pathlib
@@ -23,6 +22,7 @@ from typing import Any
 
 import tomllib
 
+from twin.names import closest
 from twin.scenario.expect import Expectation
 
 #: Task kind -> field -> (default or REQUIRED, kind of value). Kinds of value: "q" (6 numbers),
@@ -82,11 +82,6 @@ class Scenario:
     expect: tuple[Expectation, ...] = ()
 
 
-def _closest(name: str, choices) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _numbers(value: Any, n: int | None, where: str) -> tuple[float, ...]:
     ok = isinstance(value, list) and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value
@@ -139,7 +134,7 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
     for section, value in data.items():
         if section not in SECTIONS:
             raise ScenarioError(
-                f"{where}: unknown section [{section}]{_closest(section, SECTIONS)}; expected "
+                f"{where}: unknown section [{section}]{closest(section, SECTIONS)}; expected "
                 f"{', '.join(f'[{s}]' for s in SECTIONS)}"
             )
         if not isinstance(value, dict):
@@ -148,7 +143,7 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
         for key in value if allowed is not None else ():
             if key not in allowed:
                 raise ScenarioError(
-                    f"{where}: [{section}] unknown field {key!r}{_closest(key, allowed)}; "
+                    f"{where}: [{section}] unknown field {key!r}{closest(key, allowed)}; "
                     f"expected {', '.join(sorted(allowed))}"
                 )
     head = data.get("scenario", {})
@@ -179,7 +174,7 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
     kind = task.get("kind")
     if kind not in TASK_FIELDS:
         raise ScenarioError(
-            f"{where}: [task] kind = {kind!r}{_closest(str(kind), TASK_FIELDS)}; expected one of "
+            f"{where}: [task] kind = {kind!r}{closest(str(kind), TASK_FIELDS)}; expected one of "
             f"{', '.join(TASK_FIELDS)}"
         )
     spec = TASK_FIELDS[kind]
@@ -189,7 +184,7 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
             continue
         if key not in spec:
             raise ScenarioError(
-                f"{where}: [task] unknown field {key!r} for kind {kind!r}{_closest(key, spec)}; "
+                f"{where}: [task] unknown field {key!r} for kind {kind!r}{closest(key, spec)}; "
                 f"expected {', '.join(spec)}"
             )
         params[key] = _value(spec[key][1], value, f"{where}: [task] {key}")

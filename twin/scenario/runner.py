@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from twin.backends import open_robot
+from twin.names import closest
 from twin.robot import Robot
 from twin.scenario.expect import Check
 from twin.scenario.format import Scenario, ScenarioError
@@ -63,16 +64,12 @@ class ScenarioResult:
 
 def check_metrics(scenario: Scenario) -> None:
     """Refuse ``[expect]`` metrics the scenario's task does not measure (with the closest)."""
-    import difflib
-
     known = METRICS[scenario.task]
     for e in scenario.expect:
         if e.metric not in known:
-            close = difflib.get_close_matches(e.metric, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ScenarioError(
                 f"{scenario.path}: [expect] {e.metric!r} is not measured by kind "
-                f"{scenario.task!r}{hint}; expected one of {', '.join(known)}"
+                f"{scenario.task!r}{closest(e.metric, known)}; expected one of {', '.join(known)}"
             )
 
 
