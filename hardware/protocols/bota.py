@@ -278,30 +278,14 @@ def parse_metadata(received: bytes) -> Metadata | None:
     return None
 
 
-@dataclass(frozen=True)
-class ParsedCommand:
-    """A configuration command as the device reads it. ``args`` are the comma-separated values."""
-
-    char: str
-    row: int | None
-    args: tuple[str, ...]
+ParsedCommand = bota_commands.ParsedCommand  # re-exported: the one grammar is the device's
 
 
 def parse_command(line: str) -> ParsedCommand:
-    """Split one command line (without terminator) as the device does; ``ProtocolError`` if empty
-    or too long. Value checks are the device's business (the emulator answers with a code)."""
-    text = line.strip()
-    if not text or len(text) > MAX_COMMAND_LENGTH:
-        raise ProtocolError(f"a command is 1..{MAX_COMMAND_LENGTH} characters, got {line!r}")
-    head, *rest = text.split(",")
-    char = head[0]
-    row = None
-    if char == Cmd.CALIBRATION_ROW:
-        if not head[1:].isdigit():
-            raise ProtocolError(f"calibration command needs a row number, got {line!r}")
-        row = int(head[1:])
-    elif char == Cmd.METADATA:
-        rest = [head[1:], *rest] if head[1:] else rest
-    elif len(head) != 1:
-        raise ProtocolError(f"unknown command {line!r}")
-    return ParsedCommand(char, row, tuple(r.strip() for r in rest))
+    """Split one command line (without terminator) as the device does
+    (``twin.sensors.bota_commands.parse_command``); ``ProtocolError`` if it is empty, too long or
+    malformed. Value checks are the device's business (the emulator answers with a code)."""
+    try:
+        return bota_commands.parse_command(line)
+    except ValueError as e:
+        raise ProtocolError(str(e)) from e

@@ -92,6 +92,38 @@ def line_rate_hz(baud_code: int) -> float:
     return BAUD_BY_CODE[baud_code] / (FRAME_BYTES * BITS_PER_BYTE_8N1)
 
 
+@dataclass(frozen=True)
+class ParsedCommand:
+    """A configuration command as the device reads it: its character, the calibration row of
+    ``m<row>`` (None for the others), and the comma-separated arguments (whitespace stripped)."""
+
+    char: str
+    row: int | None
+    args: tuple[str, ...]
+
+
+def parse_command(text: str) -> ParsedCommand:
+    """The one grammar of the commands, for the device (the interpreter below) and the host (the
+    driver): ``<char>[,<args>]``, ``m<row>,<args>``, ``p<arg>``. ``ValueError`` naming the command
+    if it is empty, longer than ``COMMAND_MAX_CHARS``, or not of that form. Argument values are
+    checked by the device (which answers with a code)."""
+    cmd = text.strip()
+    if not cmd or len(cmd) > COMMAND_MAX_CHARS:
+        raise ValueError(f"a sensor command is 1..{COMMAND_MAX_CHARS} characters, got {text!r}")
+    head, *rest = cmd.split(",")
+    char, suffix = head[0], head[1:]
+    row = None
+    if char == "m":
+        if not suffix.isdigit():
+            raise ValueError(f"calibration command needs a row number, got {text!r}")
+        row = int(suffix)
+    elif char == "p":
+        rest = [suffix, *rest] if suffix else rest
+    elif suffix:
+        raise ValueError(f"unknown command {text!r}")
+    return ParsedCommand(char, row, tuple(r.strip() for r in rest))
+
+
 def ack(command_char: str, code: int = OK) -> str:
     """The acknowledgement ``r,0,<command_char>,<code>``."""
     return f"r,0,{command_char},{code}"
@@ -227,16 +259,14 @@ class BotaCommandInterpreter:
 
     def _set(self, s: BotaSettings, cmd: str) -> None:
         """Apply ``c``, ``f``, ``b`` or ``m<row>`` to ``s``; ``ValueError`` for bad arguments
-        (then ``s`` is unchanged). The grammar is ``<char>,<args>`` (``m<row>,<args>``)."""
-        name, *args = cmd.split(",")
-        head, row = name[0], name[1:]
+        (then ``s`` is unchanged). The grammar is ``parse_command``'s."""
+        parsed = parse_command(cmd)
+        head, args = parsed.char, parsed.args
         if head == "m":
-            if not row.isdigit() or not 0 <= int(row) <= 5:
+            if not 0 <= parsed.row <= 5:
                 raise ValueError(cmd)
-            s.calibration[int(row)] = _six(args)
+            s.calibration[parsed.row] = _six(args)
             return
-        if row:
-            raise ValueError(cmd)
         if head == "b":
             s.offsets = _six(args)
         elif head == "c":
