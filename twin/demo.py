@@ -38,7 +38,7 @@ from twin.backends import open_robot
 from twin.control import CommandSource, OnnxRLController, RobotStateAdapter, WorkerMode
 from twin.env.core import tcp_pose7
 from twin.env.tasks import REACH_MIN_TCP_Z_M as MIN_TCP_Z_M
-from twin.env.tasks import START_Q, pose_error
+from twin.env.tasks import REACH_POS_TOL_M, REACH_ROT_TOL_RAD, START_Q, pose_error
 from twin.kinematics.gravity import GRAVITY, gravity_torques
 from twin.planning import (
     CarriedObject,
@@ -57,7 +57,8 @@ from twin.planning.curve import curve_free
 from twin.planning.execute import TRACKING_KD, TRACKING_KP, follow, prepare
 from twin.planning.touch import touch_checker
 from twin.policies.evaluate import policy_path
-from twin.report import Camera, MovePart, MoveRecord, PolicyRecord, TraceRecorder, write_report
+from twin.report import MovePart, MoveRecord, PolicyRecord, TraceRecorder, write_report
+from twin.report.snapshot import render_snapshot
 from twin.robot import JointCommand, Robot
 from twin.scenes import scenes_dir
 from twin.sensors import FtSensorService
@@ -90,16 +91,15 @@ POLICY_HALF_WIDTH_RAD = np.array([0.6, 0.25, 0.3, 0.6, 0.4, 0.6])
 #: The shipped policy the demo runs (``policies/reach.onnx``, card ``policies/reach.md``).
 POLICY = "reach"
 IMU_LINK = "imu"
-#: The report's snapshot: a camera in front of the arm looking at the bin and the shelf.
-SNAPSHOT_CAMERA = Camera(eye=(1.25, -0.55, 0.75), target=(0.25, 0.0, 0.12), width=640, height=480)
 TARE_S = 0.5
 WEIGH_S = 0.5
 #: The demo's own thresholds (the report's JSON carries them).
 THRESHOLDS = {
     "goal_error_m": 1e-3,
     "payload_rel_error": 0.05,
-    "policy_position_error_m": 0.02,  # policies/reach.md: success within 2 cm and 0.1 rad
-    "policy_rotation_error_rad": 0.1,
+    # policies/reach.md: success is the TCP within 2 cm and 0.1 rad (the Reach task's tolerances)
+    "policy_position_error_m": REACH_POS_TOL_M,
+    "policy_rotation_error_rad": REACH_ROT_TOL_RAD,
     "imu_gravity_angle_rad": 0.02,
 }
 
@@ -125,16 +125,20 @@ class Gripper(Protocol):
 
 class PayloadGripper:
     """A gripper realised by a body that can carry a payload (``attach_payload`` /
-    ``detach_payload``, e.g. the simulated arm, or the sim behind the hardware emulators)."""
+    ``detach_payload``: the simulated arm, or the sim behind the hardware emulators), holding
+    ``lock`` (e.g. the emulators' physics lock) while it changes the payload."""
 
-    def __init__(self, body) -> None:
+    def __init__(self, body, lock=None) -> None:
         self.body = body
+        self.lock = lock if lock is not None else contextlib.nullcontext()
 
     def grasp(self, mass_kg: float, com_m: np.ndarray) -> None:
-        self.body.attach_payload(mass_kg, com_m)
+        with self.lock:
+            self.body.attach_payload(mass_kg, com_m)
 
     def release(self) -> None:
-        self.body.detach_payload()
+        with self.lock:
+            self.body.detach_payload()
 
 
 def _translation(x: float, y: float, z: float) -> np.ndarray:
@@ -223,7 +227,8 @@ class _Run:
         record.parts.append(
             MovePart(part, free, self.tcp_points(q_plan), self.tcp_points(report.measured))
         )
-        error = self.tcp_points(robot.read().q)[0] - record.goal_m
+        record.final_q = np.array(robot.read().q, dtype=float)
+        error = self.tcp_points(record.final_q)[0] - record.goal_m
         record.goal_error_m = float(np.linalg.norm(error))
 
     def tcp_points(self, q: np.ndarray) -> np.ndarray:
@@ -317,7 +322,9 @@ def run_demo(
                 trace=run.robot.arrays(),
                 thresholds=THRESHOLDS,
                 joint_names=run.model.joint_names,
-                snapshot=_snapshot(run, seed),
+                snapshot=render_snapshot(
+                    SCENE, getattr(run, "place_q", run.robot.read().q), seed=seed
+                ),
             )
     return steps
 
@@ -579,18 +586,6 @@ def _imu(run: _Run, record, gripper) -> bool:
         angular_rate_rad_s=w.tolist(),
     )
     return ok
-
-
-def _snapshot(run: _Run, seed: int):
-    """The scene rendered by the sim (``open_robot("sim")``) with the arm at the place, and
-    the camera it was rendered with (``twin.report.Camera``); None if it cannot render."""
-    q = getattr(run, "place_q", run.robot.read().q)
-    camera = SNAPSHOT_CAMERA
-    with open_robot("sim", scene=SCENE, seed=seed, initial_q=q) as sim:
-        render = getattr(sim, "render", None)
-        if render is None:
-            return None
-        return render(**camera.render_kwargs()), camera
 
 
 def _progress_bar(enabled: bool):

@@ -16,10 +16,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from twin.cli import demo, emulate, info
+from twin.cli import demo, emulate, info, plan
 
 #: Every subcommand's module, in the order ``twin --help`` lists them.
-SUBCOMMANDS = (demo, info, emulate)
+SUBCOMMANDS = (demo, plan, info, emulate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -85,6 +85,7 @@ def tcp_paths(
     reaches: Paths = (),
     targets: np.ndarray | None = None,
     title: str = "TCP path against the plan",
+    targets_label: str = "policy targets",
 ) -> Figure:
     """Top (x-y) and side (x-z) views of TCP paths (mm, world). ``series``: planned moves
     (label, planned (K, 3) m, measured (K, 3) m or None): the plan solid, the measured path
@@ -105,7 +106,7 @@ def tcp_paths(
             shade = str(0.15 + 0.5 * c / max(1, len(reaches)))
             ax.plot(path[:, i] * 1e3, path[:, k] * 1e3, color=shade, lw=1.0, ls="--", label=label)
         if targets is not None and len(targets):
-            ax.plot(targets[:, i] * 1e3, targets[:, k] * 1e3, "k*", ms=9, label="policy targets")
+            ax.plot(targets[:, i] * 1e3, targets[:, k] * 1e3, "k*", ms=9, label=targets_label)
         ax.set_xlabel(f"{AXES_XYZ[i]} [mm]")
         ax.set_ylabel(f"{AXES_XYZ[k]} [mm]")
         ax.set_title(f"{view} (plan solid, measured dotted)", fontsize=9)
@@ -176,6 +177,7 @@ def snapshot(
     reaches: Paths = (),
     targets: np.ndarray | None = None,
     title: str = "Scene with the planned TCP path",
+    targets_label: str = "policy targets",
 ) -> Figure:
     """The rendered scene (H, W, 3) uint8 with planned ``paths`` (label, (K, 3) m world) drawn
     over it through ``camera``'s projection (each end marked), ``reaches`` dashed and
@@ -198,7 +200,7 @@ def snapshot(
     for label, points in reaches:
         draw(points, color="0.15", lw=1.2, ls="--", label=label)
     if targets is not None and len(targets):
-        draw(targets, color="k", ls="none", marker="*", ms=10, mfc="yellow", label="policy targets")
+        draw(targets, color="k", ls="none", marker="*", ms=10, mfc="yellow", label=targets_label)
     ax.set_xlim(0, w)
     ax.set_ylim(h, 0)
     ax.set_axis_off()

@@ -28,7 +28,7 @@ class MoveRecord:
     """A planned and executed move: ``goal_m`` (3,) m the planner's TCP at the goal,
     ``goal_error_m`` its distance from the measured TCP after settling, planning time (ms),
     way-point count, ``direct_blocked`` (the straight joint segment of the free part would
-    collide: the planner went around), and its parts."""
+    collide: the planner went around), its parts and ``final_q`` (6,) rad measured at the end."""
 
     name: str
     goal_m: np.ndarray
@@ -37,6 +37,7 @@ class MoveRecord:
     waypoints: int = 0
     direct_blocked: bool | None = None
     parts: list[MovePart] = field(default_factory=list)
+    final_q: np.ndarray | None = None
 
     @property
     def collision_free(self) -> bool:
@@ -46,6 +47,7 @@ class MoveRecord:
         return {
             "goal_m": [float(x) for x in self.goal_m],
             "goal_error_m": self.goal_error_m,
+            "final_q": None if self.final_q is None else [float(x) for x in self.final_q],
             "collision_free": self.collision_free,
             "parts": {
                 p.name: {"collision_free": p.free, "samples": len(p.planned)} for p in self.parts

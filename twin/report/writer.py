@@ -22,6 +22,7 @@ import numpy as np
 
 from twin.report import figures
 from twin.report.camera import Camera
+from twin.report.jsonable import plain
 from twin.report.records import MoveRecord, PolicyRecord
 
 REPORT_FORMAT = "twin-demo-report"
@@ -51,23 +52,6 @@ def summary(moves: Sequence[MoveRecord], policy: Sequence[PolicyRecord], steps) 
         "payload_rel_error": weigh.get("rel_error", math.nan),
         "imu_gravity_angle_rad": imu.get("gravity_angle_rad", math.nan),
     }
-
-
-def _plain(value):
-    """JSON-ready: numpy scalars and arrays to Python numbers and lists; nan to None."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, (np.integer, int)):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return None if not math.isfinite(value) else float(value)
-    return value
 
 
 def write_report(
@@ -123,6 +107,6 @@ def write_report(
         "plots": {name: PLOTS[name] for name in files},
         "trace": {"file": "trace.npz", "samples": len(t)},
     }
-    report = _plain(report)
+    report = plain(report)
     (out / "figures.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
