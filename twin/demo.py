@@ -27,6 +27,7 @@ interface; only ``open_robot`` names the backend.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ from typing import Protocol
 
 import numpy as np
 
-from twin.backends import open_robot
+from twin.backends import BACKEND_ENV_VAR, open_robot
 from twin.control import CommandSource, OnnxRLController, RobotStateAdapter, WorkerMode
 from twin.env.core import tcp_pose7
 from twin.env.tasks import REACH_MIN_TCP_Z_M as MIN_TCP_Z_M
@@ -91,6 +92,10 @@ POLICY_HALF_WIDTH_RAD = np.array([0.6, 0.25, 0.3, 0.6, 0.4, 0.6])
 #: The shipped policy the demo runs (``policies/reach.onnx``, card ``policies/reach.md``).
 POLICY = "reach"
 IMU_LINK = "imu"
+#: The F/T service's exported frame the demo reads: world-aligned axes at the sensor.
+WORLD_FRAME = "world_aligned"
+#: The steps, in order (``run_demo`` returns one ``DemoStep`` each, fewer if one fails).
+STEP_NAMES = ("open", "pick", "tare", "lift", "weigh", "place", "policy", "home", "imu")
 TARE_S = 0.5
 WEIGH_S = 0.5
 #: The demo's own thresholds (the report's JSON carries them).
@@ -189,6 +194,9 @@ class _Run:
         self.policy: list[PolicyRecord] = []
         self.ff = payload_feedforward(self.model)
         self.carrying = False
+        self.pick_result = self.place_result = None  # PathResults the next steps start from
+        self.place_parts: list[tuple[str, list, float]] = []  # the place after the lift
+        self.place_q: np.ndarray | None = None  # (6,) rad where the object was put down
 
     def plan(self, name: str, start, goals, **request):
         """Plan from ``start`` (a configuration or a touch ``PathResult``); None + reason."""
@@ -267,10 +275,6 @@ def _parts(path: list, touch_start: bool, touch_end: bool) -> list[tuple[str, li
     return parts
 
 
-WORLD_FRAME = "world_aligned"
-STEP_NAMES = ("open", "pick", "tare", "lift", "weigh", "place", "policy", "home", "imu")
-
-
 def run_demo(
     backend: str | None = "sim",
     seed: int = 0,
@@ -290,16 +294,19 @@ def run_demo(
     """
     steps: list[DemoStep] = []
     bar = _progress_bar(progress)
-    task = bar.add_task("demo", total=len(STEP_NAMES)) if bar is not None else None
+    task = bar.add_task(STEP_NAMES[0], total=len(STEP_NAMES)) if bar is not None else None
 
     def record(name: str, figure: str, ok: bool, **data) -> None:
         steps.append(DemoStep(name, figure, ok, data))
         if print_fn is not None:
             print_fn(f"[{'ok' if ok else 'FAIL'}] {name}: {figure}")
-        if bar is not None:
-            bar.update(task, advance=1, description=name)
+        if bar is not None:  # the bar names the step under way
+            upcoming = STEP_NAMES[min(len(steps), len(STEP_NAMES) - 1)]
+            bar.update(
+                task, advance=1, description="report" if len(steps) == len(STEP_NAMES) else upcoming
+            )
 
-    if (backend or "sim") == "sim":
+    if (backend or os.environ.get(BACKEND_ENV_VAR, "sim")) == "sim":  # the sim loads the scene
         options.setdefault("scene", SCENE)
         options.setdefault("seed", seed)
     with contextlib.ExitStack() as stack:
@@ -323,7 +330,7 @@ def run_demo(
                 thresholds=THRESHOLDS,
                 joint_names=run.model.joint_names,
                 snapshot=render_snapshot(
-                    SCENE, getattr(run, "place_q", run.robot.read().q), seed=seed
+                    SCENE, run.robot.read().q if run.place_q is None else run.place_q, seed=seed
                 ),
             )
     return steps
@@ -331,12 +338,10 @@ def run_demo(
 
 def _open(robot: Robot, seed: int, record) -> _Run:
     """Wrap ``robot`` in a recorder, connect the F/T service (world-aligned frame), plan ahead."""
-    ft_holder: list[FtSensorService] = []
     recorder = TraceRecorder(robot)
     ft = FtSensorService(recorder)
     ft.connect()
     ft.export_frame(WORLD_FRAME, 0, 0, 0, 0, 0, 0, world=True)
-    ft_holder.append(ft)
     run = _Run(recorder, make_planner(seed), ft, seed)
 
     def world_wrench(state):

@@ -130,11 +130,14 @@ def tcp_paths(
     return fig
 
 
-def _traces(fig_title: str, t, groups, phase, marks=()) -> Figure:
+def _traces(fig_title: str, t, groups, phase, marks=(), zoom=None) -> Figure:
     """Stacked panels: ``groups`` = [(values (K, 3), labels, unit), ...]; ``marks`` =
-    [(value, panel, axis label), ...] horizontal reference lines."""
+    [(value, panel, axis label), ...] horizontal reference lines; ``zoom`` (t0, t1) s: the last
+    panel shows only that window (the others share the whole time axis)."""
     fig = _figure(11, 2.6 * len(groups) + 0.6)
-    axes = np.atleast_1d(fig.subplots(len(groups), 1, sharex=True))
+    axes = np.atleast_1d(fig.subplots(len(groups), 1))
+    for ax in axes[1 : len(axes) - (zoom is not None)]:
+        ax.sharex(axes[0])
     for g, (ax, (values, labels, unit)) in enumerate(zip(axes, groups)):
         _shade(ax, t, phase, label_top=g == 0)
         for c in range(values.shape[1]):
@@ -144,19 +147,37 @@ def _traces(fig_title: str, t, groups, phase, marks=()) -> Figure:
         ax.legend(fontsize=7, loc="upper right", ncols=len(labels))
     for value, panel, label in marks:
         axes[panel].axhline(value, color="k", ls="--", lw=0.8)
-        axes[panel].text(t[0], value, f" {label}", fontsize=7, va="bottom")
+        ax = axes[panel]
+        ax.text(
+            0.0, value, f" {label}", fontsize=7, va="bottom", transform=ax.get_yaxis_transform()
+        )
     axes[-1].set_xlabel("time [s]")
+    if zoom is not None:
+        axes[-1].set_xlim(*zoom)
     fig.suptitle(fig_title)
     return fig
 
 
-def wrench(t: np.ndarray, wrench6: np.ndarray, phase: np.ndarray, frame: str, marks=()) -> Figure:
-    """Force (N) and torque (N m) traces (K, 6) ``[fx, fy, fz, tx, ty, tz]`` in ``frame``."""
+def wrench(
+    t: np.ndarray,
+    wrench6: np.ndarray,
+    phase: np.ndarray,
+    frame: str,
+    marks=(),
+    zoom: tuple[float, float] | None = None,
+) -> Figure:
+    """Force (N) and torque (N m) traces (K, 6) ``[fx, fy, fz, tx, ty, tz]`` in ``frame``;
+    with ``zoom`` (t0, t1) s a third panel shows Fz over that window with the ``marks``."""
     groups = [
         (wrench6[:, :3], ("Fx", "Fy", "Fz"), "force [N]"),
         (wrench6[:, 3:], ("Tx", "Ty", "Tz"), "torque [N m]"),
     ]
-    return _traces(f"F/T sensor, {frame}", t, groups, phase, marks)
+    if zoom is not None:
+        inside = (t >= zoom[0]) & (t <= zoom[1])
+        fz = np.where(inside, wrench6[:, 2], np.nan)[:, None]
+        groups.append((fz, ("Fz",), "Fz [N] (zoom)"))
+        marks = [*marks, *((value, 2, label) for value, panel, label in marks if panel == 0)]
+    return _traces(f"F/T sensor, {frame}", t, groups, phase, marks, zoom)
 
 
 def imu(

@@ -53,10 +53,11 @@ class TraceRecorder(Robot):
         return self._state
 
     def write(self, command: JointCommand) -> None:
+        """Forward ``command`` (the wrapped robot validates it) and keep it for the trace."""
         self.robot.write(command)
         self._command = command
 
-    def _apply(self, command: JointCommand) -> None:  # write() forwards unvalidated twice
+    def _apply(self, command: JointCommand) -> None:  # not reached: ``write`` forwards
         self.robot.write(command)
 
     def step(self) -> None:

@@ -54,6 +54,12 @@ def summary(moves: Sequence[MoveRecord], policy: Sequence[PolicyRecord], steps) 
     }
 
 
+def _window(t: np.ndarray, phase: np.ndarray, names: Sequence[str]) -> tuple[float, float] | None:
+    """The time span (s) covering every sample whose phase starts with one of ``names``."""
+    hit = np.isin(np.char.partition(phase.astype(str), ":")[:, 0], list(names))
+    return (float(t[hit][0]) - 0.2, float(t[hit][-1]) + 0.2) if np.any(hit) else None
+
+
 def write_report(
     out: str | Path,
     *,
@@ -72,7 +78,14 @@ def write_report(
     files = {}
     if len(t):
         files["joints.png"] = figures.joints(t, trace["q"], trace["q_des"], phase, joint_names)
-        files["ft.png"] = figures.wrench(t, trace["ft_world"], phase, "world-aligned frame, tared")
+        weigh = next(
+            (st.data for st in steps if st.name == "weigh" and "expected_n" in st.data), None
+        )
+        marks = [] if weigh is None else [(weigh["expected_n"], 0, "payload weight (Fz)")]
+        title = "world-aligned frame, tared at the pick"
+        files["ft.png"] = figures.wrench(
+            t, trace["ft_world"], phase, title, marks, _window(t, phase, ("tare", "lift", "weigh"))
+        )
         files["imu.png"] = figures.imu(t, trace["specific_force"], trace["angular_rate"], phase)
     series = [
         (
