@@ -89,6 +89,8 @@ TOUCH_SPEED = 0.15
 POLICY_TARGETS = 3
 POLICY_TIME_S = 4.0
 POLICY_HALF_WIDTH_RAD = np.array([0.6, 0.25, 0.3, 0.6, 0.4, 0.6])
+#: At most this share of the controller's cycles may fail (a stale reading on a busy machine).
+MAX_FAILED_CYCLES = 0.02
 #: The shipped policy the demo runs (``policies/reach.onnx``, card ``policies/reach.md``).
 POLICY = "reach"
 IMU_LINK = "imu"
@@ -446,7 +448,8 @@ def _lift(run: _Run, record, gripper) -> bool:
     run.moves.append(m)
     record(
         "lift",
-        f"grasped {PAYLOAD_KG} kg ({clipped} cloud points left with it), retract "
+        f"{'grasped' if gripper is not None else 'no gripper, planned as if holding'} "
+        f"{PAYLOAD_KG} kg ({clipped} cloud points left with it), retract "
         f"{m.goal_error_m * 1e3:.2f} mm from its end; place planned in {m.planned_ms:.0f} ms",
         _move_ok(m),
         clipped_points=clipped,
@@ -525,6 +528,7 @@ def _policy(run: _Run, record, gripper) -> bool:
     if not controller.create(policy_path(POLICY)):
         record("policy", f"cannot load {POLICY}: {controller.error}", False)
         return False
+    failed, fault = 0, None
     for k, q_target in enumerate(_policy_targets(run, POLICY_TARGETS)):
         target = tcp_pose7(run.model, q_target)
         commands.set_se3_pose("target", target)
@@ -532,27 +536,41 @@ def _policy(run: _Run, record, gripper) -> bool:
             record("policy", f"controller init failed: {controller.error}", False)
             return False
         robot.phase = f"policy:{k + 1}"
-        path = []
-        for _ in range(round(POLICY_TIME_S / robot.control_period_s)):
-            if not controller.update(robot.read().t_us):
-                record("policy", f"controller cycle failed: {controller.fault}", False)
-                return False
-            robot.step()
-            path.append(run.model.fk(robot.read().q)[:3, 3])
-        d, ang = pose_error(tcp_pose7(run.model, robot.read().q), target)
-        run.policy.append(PolicyRecord(target, d, ang, np.array(path)))
+        reach, n_failed = _reach(run, controller, target)
+        run.policy.append(reach)
+        failed, fault = failed + n_failed, controller.fault or fault
+    cycles = len(run.policy) * round(POLICY_TIME_S / robot.control_period_s)
     d = max(p.position_error_m for p in run.policy)
     ang = max(p.rotation_error_rad for p in run.policy)
-    ok = d < THRESHOLDS["policy_position_error_m"] and ang < THRESHOLDS["policy_rotation_error_rad"]
+    ok = (
+        d < THRESHOLDS["policy_position_error_m"]
+        and ang < THRESHOLDS["policy_rotation_error_rad"]
+        and failed <= MAX_FAILED_CYCLES * cycles
+    )
     record(
         "policy",
         f"{POLICY}.onnx to {len(run.policy)} targets, {POLICY_TIME_S} s each: worst "
-        f"{d * 1e3:.1f} mm, {ang:.3f} rad",
+        f"{d * 1e3:.1f} mm, {ang:.3f} rad"
+        + (f"; {failed} of {cycles} controller cycles failed ({fault})" if failed else ""),
         ok,
         targets=[p.figures() for p in run.policy],
+        failed_cycles=failed,
+        cycles=cycles,
         to_start=m.figures(),
     )
     return ok
+
+
+def _reach(run: _Run, controller: OnnxRLController, target: np.ndarray) -> tuple[PolicyRecord, int]:
+    """Let the controller drive for ``POLICY_TIME_S``; the reach and how many cycles failed (a
+    failed cycle, e.g. a stale joint reading, keeps the last command in force)."""
+    robot, path, failed = run.robot, [], 0
+    for _ in range(round(POLICY_TIME_S / robot.control_period_s)):
+        failed += not controller.update(robot.read().t_us)
+        robot.step()
+        path.append(run.model.fk(robot.read().q)[:3, 3])
+    d, ang = pose_error(tcp_pose7(run.model, robot.read().q), target)
+    return PolicyRecord(target, d, ang, np.array(path)), failed
 
 
 def _home(run: _Run, record, gripper) -> bool:
