@@ -140,8 +140,9 @@ def _traces(fig_title: str, t, groups, phase, marks=(), zoom=None) -> Figure:
         ax.sharex(axes[0])
     for g, (ax, (values, labels, unit)) in enumerate(zip(axes, groups)):
         _shade(ax, t, phase, label_top=g == 0)
+        rows = np.all(np.isfinite(values), axis=1)  # channels taken every few cycles
         for c in range(values.shape[1]):
-            ax.plot(t, values[:, c], color=COLORS[c], lw=0.9, label=labels[c])
+            ax.plot(t[rows], values[rows, c], color=COLORS[c], lw=0.9, label=labels[c])
         ax.set_ylabel(unit)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper right", ncols=len(labels))
