@@ -7,8 +7,9 @@ trace comes out of the sim and the serial hardware. Per cycle (after each ``step
 - ``q`` (6,) rad measured, ``q_des`` (6,) rad of the command in force (nan before the first);
 - ``wrench`` (6,) ``[fx, fy, fz, tx, ty, tz]`` N, N m, sensor frame, raw (nan without a sample);
 - ``specific_force`` (3,) m/s^2 and ``angular_rate`` (3,) rad/s, IMU frame (nan without one);
-- the values of ``channels``: named callables of the ``RobotState`` returning a (k,) array
-  (e.g. an F/T service's tared wrench in a world-aligned frame), nan where they return None.
+- the values of channels (``add_channel``): named callables of the ``RobotState`` returning a
+  (k,) array (e.g. an F/T service's tared wrench in a world-aligned frame), called every
+  ``every``-th cycle; nan on the other cycles and where they return None.
 """
 
 from __future__ import annotations
@@ -23,28 +24,22 @@ Channel = Callable[[RobotState], "np.ndarray | None"]
 
 
 class TraceRecorder(Robot):
-    """Forwards ``read``/``write``/``step`` to ``robot`` and records each cycle (module doc).
+    """Forwards ``read``/``write``/``step`` to ``robot`` and records each cycle (module doc)."""
 
-    ``channels``: name -> (size, callable of the state after each step).
-    """
-
-    def __init__(self, robot: Robot, channels: dict[str, tuple[int, Channel]] | None = None):
+    def __init__(self, robot: Robot):
         self.robot = robot
         self.model = robot.model
         self.control_period_s = robot.control_period_s
         self.phase = ""
-        self._channels = dict(channels or {})
+        self._channels: dict[str, tuple[int, Channel, int]] = {}
         self._command: JointCommand | None = None
         self._state = robot.read()
-        self._rows: dict[str, list] = {
-            k: []
-            for k in ("t_us", "phase", "q", "q_des", "wrench", "specific_force", "angular_rate")
-        }
-        self._rows.update({name: [] for name in self._channels})
+        names = ("t_us", "phase", "q", "q_des", "wrench", "specific_force", "angular_rate")
+        self._rows: dict[str, list] = {k: [] for k in names}
 
-    def add_channel(self, name: str, size: int, fn: Channel) -> None:
-        """Record ``fn(state)`` (size,) from the next cycle on (nan before)."""
-        self._channels[name] = (size, fn)
+    def add_channel(self, name: str, size: int, fn: Channel, every: int = 1) -> None:
+        """Record ``fn(state)`` (size,) every ``every``-th cycle from the next one on."""
+        self._channels[name] = (size, fn, max(1, int(every)))
         self._rows[name] = [np.full(size, np.nan)] * len(self._rows["t_us"])
 
     # ------------------------------------------------------------------ Robot API
@@ -78,8 +73,9 @@ class TraceRecorder(Robot):
         rows["angular_rate"].append(
             np.full(3, np.nan) if imu is None else np.array(imu.angular_rate, float)
         )
-        for name, (size, fn) in self._channels.items():
-            value = fn(state)
+        k = len(rows["t_us"])
+        for name, (size, fn, every) in self._channels.items():
+            value = fn(state) if k % every == 0 else None
             rows[name].append(np.full(size, np.nan) if value is None else np.asarray(value, float))
 
     @property
