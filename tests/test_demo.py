@@ -21,6 +21,7 @@ from matplotlib.image import imread
 from twin.demo import STEP_NAMES, PayloadGripper, run_demo
 
 ROOT = Path(__file__).resolve().parents[1]
+PUMP_US = 200  # virtual time the lock-step pump adds every 2 ms of wall time
 PNGS = ("joints.png", "tcp_path.png", "ft.png", "imu.png", "snapshot.png")
 
 
@@ -108,28 +109,40 @@ def test_report_figures_meet_the_demo_thresholds(sim_report):
 
 @pytest.fixture(scope="module")
 def hardware_run(tmp_path_factory):
-    """The demo on ``SerialRobot`` against the emulators, their physics the sim (with the scene);
-    the gripper attaches the payload to that sim, as a suction cup would lift the object."""
+    """The demo on ``SerialRobot`` (``open_robot("hardware")``) against the emulators, their
+    physics the sim (with the scene); the gripper attaches the payload to that sim, as a suction
+    cup would lift the object. Lock-step (a ``ManualClock`` shared by the robot and the
+    emulators, as in ``test_hw_hil``): every byte crosses the pseudo-terminals, and a busy
+    machine slows the run down instead of making the real-time loop miss its periods."""
+    from twin.hardware import ManualClock
     from twin.hardware.emulator import EmulatorStack, make_sim_source
     from twin.hardware.emulator.testing import emulator_config
 
+    from twin.backends import open_robot
     from twin.demo import SCENE
 
-    config = emulator_config()  # replies may wait for the sim on a busy machine: 0.5 s
-    config = replace(config, bus=replace(config.bus, reply_timeout_s=0.5))
+    config = emulator_config(stale_after_s=1.0)  # replies may wait for the sim to step
+    config = replace(config, bus=replace(config.bus, reply_timeout_s=2.0))
     out = tmp_path_factory.mktemp("demo-hw")
-    with EmulatorStack(config, make_sim_source(seed=0, scene=SCENE)) as stack:
+    clock = ManualClock()
+    with (
+        EmulatorStack(config, make_sim_source(seed=0, scene=SCENE), clock=clock) as stack,
+        # Drivers that wait in real time for a device (bring-up, the F/T sensor's activation)
+        # see time pass: 0.2 ms every 2 ms of wall time, little beside the robot's 4 ms steps.
+        stack.clock_running(PUMP_US),
+        open_robot("hardware", config=stack.robot_config(), clock=clock) as robot,
+    ):
         source = stack.source
         gripper = PayloadGripper(source.robot, source.lock)
-        steps = run_demo("hardware", config=stack.robot_config(), out=out, gripper=gripper)
+        steps = run_demo("hardware", out=out, gripper=gripper, robot=robot)
     ticks = np.array([j.ticks_per_rad for j in config.joints])
     return steps, json.loads((out / "figures.json").read_text()), 1.0 / ticks
 
 
 def test_hardware_demo_passes_every_step(hardware_run):
     steps, report, _ = hardware_run
+    assert all(s.ok for s in steps), [(s.name, s.figure, s.data) for s in steps if not s.ok]
     assert [s.name for s in steps] == list(STEP_NAMES)
-    assert all(s.ok for s in steps), [(s.name, s.figure) for s in steps if not s.ok]
     assert not any(s.data.get("skipped") for s in steps)
     policy = next(s for s in steps if s.name == "policy").data
     assert policy["failed_cycles"] <= 0.02 * policy["cycles"]

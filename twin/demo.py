@@ -98,6 +98,10 @@ IMU_LINK = "imu"
 WORLD_FRAME = "world_aligned"
 #: The steps, in order (``run_demo`` returns one ``DemoStep`` each, fewer if one fails).
 STEP_NAMES = ("open", "pick", "tare", "lift", "weigh", "place", "policy", "home", "imu")
+#: After a part's trajectory (and ``follow``'s settling), hold its end until the TCP is this
+#: close (m) to it, for at most ``SETTLE_MAX_S`` (a busy real-time loop may lag).
+SETTLE_TOL_M = 0.5e-3
+SETTLE_MAX_S = 1.0
 #: The trace's world-aligned F/T wrench is taken every this many control cycles (the service's
 #: update is the costliest part of a cycle; the tare itself updates the service every cycle).
 FT_TRACE_EVERY = 4
@@ -240,6 +244,9 @@ class _Run:
         record.parts.append(
             MovePart(part, free, self.tcp_points(q_plan), self.tcp_points(report.measured))
         )
+        end = self.tcp_points(prepared.trajectory.end)[0]
+        settled = lambda q: np.linalg.norm(self.tcp_points(q)[0] - end) < SETTLE_TOL_M  # noqa: E731
+        self.hold(SETTLE_MAX_S, robot.phase, prepared.trajectory.end, until=settled)
         record.final_q = np.array(robot.read().q, dtype=float)
         error = self.tcp_points(record.final_q)[0] - record.goal_m
         record.goal_error_m = float(np.linalg.norm(error))
@@ -249,15 +256,23 @@ class _Run:
         f_T_t = self.planner.get_tcp().transform
         return (self.model.fk(np.atleast_2d(q), "flange") @ f_T_t)[:, :3, 3]
 
-    def hold(self, seconds: float, phase: str) -> None:
-        """Hold the measured configuration for ``seconds`` with the current feed-forward."""
-        self.robot.phase = phase
-        q = np.array(self.robot.read().q)
+    def hold_command(self, q: np.ndarray) -> JointCommand:
+        """Hold ``q`` (6,) rad with the tracking gains and the current feed-forward."""
+        q = np.array(q, dtype=float)
         tau = self.ff(q[None], None, None)[0]
-        cmd = JointCommand(q_des=q, tau_ff=tau, kp=np.array(TRACKING_KP), kd=np.array(TRACKING_KD))
-        for _ in range(round(seconds / self.robot.control_period_s)):
-            self.robot.write(cmd)
-            self.robot.step()
+        return JointCommand(q_des=q, tau_ff=tau, kp=np.array(TRACKING_KP), kd=np.array(TRACKING_KD))
+
+    def hold(self, seconds: float, phase: str, q=None, until=None) -> None:
+        """Hold ``q`` (6,) rad (default: the measured configuration) for ``seconds``, or until
+        ``until(q_measured)`` is true."""
+        robot = self.robot
+        robot.phase = phase
+        cmd = self.hold_command(robot.read().q if q is None else q)
+        for _ in range(round(seconds / robot.control_period_s)):
+            if until is not None and until(robot.read().q):
+                return
+            robot.write(cmd)
+            robot.step()
 
     def world_force(self) -> np.ndarray:
         """The latest tared force (3,) N of the F/T service's world-aligned frame."""
@@ -287,6 +302,7 @@ def run_demo(
     progress: bool = False,
     print_fn: Callable[[str], None] | None = None,
     gripper: Gripper | None = None,
+    robot: Robot | None = None,
     **options,
 ) -> list[DemoStep]:
     """Run the demo (module doc); returns its steps (name, figure, ok, data).
@@ -295,7 +311,8 @@ def run_demo(
     ``progress``: show a progress bar (``rich``). ``print_fn``: called with one line per step.
     ``gripper``: what holds the picked object (default: the robot itself when it can carry a
     payload, as the simulated arm can; otherwise none, and the weighing step is skipped).
-    ``options`` go to ``open_robot`` (the sim gets the scene and ``seed`` by default).
+    ``robot``: an open robot to run on (whoever opened it closes it); by default the demo opens
+    one with ``open_robot(backend, **options)`` (the sim gets the scene and ``seed``).
     """
     steps: list[DemoStep] = []
     bar = _progress_bar(progress)
@@ -317,7 +334,8 @@ def run_demo(
     with contextlib.ExitStack() as stack:
         if bar is not None:
             stack.enter_context(bar)
-        robot = stack.enter_context(open_robot(backend, **options))
+        if robot is None:
+            robot = stack.enter_context(open_robot(backend, **options))
         if gripper is None and hasattr(robot, "attach_payload"):
             gripper = PayloadGripper(robot)
         run = _open(robot, seed, record)
@@ -406,8 +424,15 @@ def _pick(run: _Run, record, gripper) -> bool:
 
 
 def _tare(run: _Run, record, gripper) -> bool:
-    run.robot.phase = "tare"
-    result = run.ft.tare(duration=TARE_S)
+    robot = run.robot
+    robot.phase = "tare"
+    cmd = run.hold_command(robot.read().q)
+
+    def step() -> None:  # hold the pick while the service averages
+        robot.write(cmd)
+        robot.step()
+
+    result = run.ft.tare(duration=TARE_S, step=step)
     if not result.ok:
         record("tare", result.reason, False)
         return False
