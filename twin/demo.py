@@ -3,10 +3,11 @@
 On the ``pick_place`` scene (a bin of objects to the arm's left, a shelf board to its right):
 
 1. ``open``: the arm through the sim-to-real switch (``open_robot``);
-2. ``pick``: a touch motion from home onto the top of an object in the bin (suction-cup tool,
+2. ``tare``: zero the F/T sensor service at home (tool in free air, pointing down as at every
+   pick and place pose, so the tool's own weight cancels there);
+3. ``pick``: a touch motion from home onto the top of an object in the bin (suction-cup tool,
    free path planned around the bin, straight final approach along the tool), executed with
    time parameterisation and gravity feed-forward;
-3. ``tare``: zero the F/T sensor service at the pick (tool in free air above the object);
 4. ``lift``: grasp (the gripper takes the object's weight), the object becomes the planner's
    carried box, and the planned retract lifts it straight out;
 5. ``weigh``: the object's weight in a world-aligned frame of the F/T service;
@@ -97,7 +98,7 @@ IMU_LINK = "imu"
 #: The F/T service's exported frame the demo reads: world-aligned axes at the sensor.
 WORLD_FRAME = "world_aligned"
 #: The steps, in order (``run_demo`` returns one ``DemoStep`` each, fewer if one fails).
-STEP_NAMES = ("open", "pick", "tare", "lift", "weigh", "place", "policy", "home", "imu")
+STEP_NAMES = ("open", "tare", "pick", "lift", "weigh", "place", "policy", "home", "imu")
 #: After a part's trajectory (and ``follow``'s settling), hold its end until the TCP is this
 #: close (m) to it, for at most ``SETTLE_MAX_S`` (a busy real-time loop may lag).
 SETTLE_TOL_M = 0.5e-3
@@ -340,7 +341,7 @@ def run_demo(
             gripper = PayloadGripper(robot)
         run = _open(robot, seed, record)
         stack.callback(run.ft.disconnect)
-        for step in (_pick, _tare, _lift, _weigh, _place, _policy, _home, _imu):
+        for step in (_tare, _pick, _lift, _weigh, _place, _policy, _home, _imu):
             if not step(run, record, gripper):
                 break
         if out is not None:
@@ -428,7 +429,7 @@ def _tare(run: _Run, record, gripper) -> bool:
     robot.phase = "tare"
     cmd = run.hold_command(robot.read().q)
 
-    def step() -> None:  # hold the pick while the service averages
+    def step() -> None:  # hold still while the service averages
         robot.write(cmd)
         robot.step()
 
@@ -439,7 +440,7 @@ def _tare(run: _Run, record, gripper) -> bool:
     removed = float(np.linalg.norm(result.offset[:3]))
     record(
         "tare",
-        f"{result.duration_s:.2f} s at the pick ({result.samples} samples): offset "
+        f"{result.duration_s:.2f} s at home ({result.samples} samples): offset "
         f"|f| {removed:.3f} N, |t| {np.linalg.norm(result.offset[3:]):.3f} N m (tool) removed",
         True,
         samples=int(result.samples),

@@ -82,9 +82,9 @@ def write_report(
             (st.data for st in steps if st.name == "weigh" and "expected_n" in st.data), None
         )
         marks = [] if weigh is None else [(weigh["expected_n"], 0, "payload weight (Fz)")]
-        title = "world-aligned frame, tared at the pick"
+        title = "world-aligned frame, tared at home"
         files["ft.png"] = figures.wrench(
-            t, trace["ft_world"], phase, title, marks, _window(t, phase, ("tare", "lift", "weigh"))
+            t, trace["ft_world"], phase, title, marks, _window(t, phase, ("lift", "weigh"))
         )
         files["imu.png"] = figures.imu(t, trace["specific_force"], trace["angular_rate"], phase)
     series = [
