@@ -154,7 +154,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--goal",
         action="append",
         required=True,
-        help="6 joint values (rad), 3 TCP position values (m) or 7 pose values; repeatable",
+        help="6 joint values (rad), 3 TCP position values (m) or 7 pose values; repeatable "
+        "(a first value below zero: --goal=-0.1,...)",
     )
     parser.add_argument("--start", default=None, help="6 joint values (rad); default home")
     parser.add_argument(
