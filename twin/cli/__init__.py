@@ -1,6 +1,7 @@
 """The ``twin`` command: one ``argparse`` parser with a subcommand per job.
 
     twin demo            plan and execute over the scene, tare and weigh with the F/T sensor
+    twin plan            plan around a scene to goals; the path as JSON and pictures
     twin run             run an ONNX policy through the controller to targets
     twin shadow          drive a backend and follow it with the live twin
     twin ft              the F/T sensor services: tare, hz, filter, log
@@ -33,11 +34,11 @@ from collections.abc import Sequence
 
 from twin import backends
 from twin.backends import EXIT_DEVICE, EXIT_INPUT
-from twin.cli import bench, demo, emulate, ft, info, replay, run, scenes, shadow, test
+from twin.cli import bench, demo, emulate, ft, info, plan, replay, run, scenes, shadow, test
 from twin.cli.common import ArgumentParser
 
 #: Every subcommand's module, in the order ``twin --help`` lists them.
-SUBCOMMANDS = (demo, run, shadow, ft, test, replay, scenes, bench, info, emulate)
+SUBCOMMANDS = (demo, plan, run, shadow, ft, test, replay, scenes, bench, info, emulate)
 
 #: How errors are reported, first match wins: ``(module, class name, exit code, what was
 #: expected)``, one line on stderr each. Only modules already imported are consulted (naming them

@@ -1,30 +1,84 @@
-"""``twin demo``: one pass through the product (``twin.demo``)."""
+"""``twin demo``: one pass through the product (``twin.demo``), a summary table and a report."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+from pathlib import Path
 
-from twin.cli.common import add_backend_options, backend_session
+from twin.backends import open_robot
+from twin.cli.common import add_backend_options, backend_session, recorded
+
+DEFAULT_OUT = Path("twin-report")
+
+
+def summary_table(steps):
+    """A ``rich`` table of the demo's steps: name, ok, figure."""
+    from rich.table import Table
+
+    table = Table(title="twin demo", title_justify="left", show_lines=False)
+    table.add_column("step", style="bold")
+    table.add_column("ok")
+    table.add_column("figure", overflow="fold")
+    for s in steps:
+        verdict = "[green]ok[/]" if s.ok else "[red]FAIL[/]"
+        if s.data.get("skipped"):
+            verdict = "[yellow]skipped[/]"
+        table.add_row(s.name, verdict, s.figure, end_section=False)
+    return table
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """``twin demo``: one pass through the product (``twin.demo``); exit 1 if a step failed."""
+    """``twin demo``: run ``twin.demo.run_demo``, print the table; exit 1 if a step failed."""
+    from rich.console import Console
+
+    from twin.demo import SCENE, STEP_NAMES
     from twin.demo import run_demo as demo
 
     with backend_session(args) as options:
-        steps = demo(options.pop("backend"), seed=args.seed, **options)
+        backend = options.pop("backend")
+        sim_options = {"scene": SCENE, "seed": args.seed}
+        with contextlib.ExitStack() as stack:
+            robot = None
+            if args.record is not None:  # a recorded run: the demo runs on the recording robot
+                robot = stack.enter_context(open_robot(backend, sim_options=sim_options, **options))
+                robot = stack.enter_context(recorded(robot, args, backend, sim_options))
+            steps = demo(
+                backend,
+                seed=args.seed,
+                out=args.out,
+                progress=args.progress,
+                robot=robot,
+                **options,
+            )
+    console = Console(highlight=False)
+    console.print(summary_table(steps))
     failed = [s.name for s in steps if not s.ok]
-    print(
-        f"\ndemo: {len(steps) - len(failed)} of {len(steps)} steps ok"
-        + (f"; failed: {failed}" if failed else "")
-    )
-    return 1 if failed else 0
+    missing = len(STEP_NAMES) - len(steps)
+    text = f"demo: {len(steps) - len(failed)} of {len(steps)} steps ok"
+    if failed:
+        text += f"; failed: {failed}"
+    if missing:
+        text += f"; {missing} not run"
+    console.print(f"{text}; report in {args.out}/", markup=False)
+    return 1 if failed or missing else 0
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "demo", help="plan and execute collision-free motions, tare and read the F/T sensor"
+        "demo",
+        help="pick and place around obstacles, run the ONNX reach policy, weigh with the F/T "
+        "sensor, read the IMU; writes a report folder",
     )
     add_backend_options(parser)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"report folder: PNG figures and figures.json (default ./{DEFAULT_OUT}/)",
+    )
+    parser.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="no progress bar"
+    )
     parser.set_defaults(func=run_demo)
