@@ -115,16 +115,14 @@ def recorded(robot: Robot, args: argparse.Namespace, backend: str, sim_options: 
     path = getattr(args, "record", None)
     if path is None:
         return robot
-    from twin.record import RecordingRobot, versions
+    from twin.record import RecordingRobot, plain_options, versions
 
-    plain = {
-        k: v for k, v in sim_options.items() if v is None or isinstance(v, (bool, int, float, str))
-    }
+    plain = plain_options(sim_options)
     metadata = {
         "backend": backend,
         "robot_options": plain if backend == "sim" else {},
-        "scene": sim_options.get("scene"),
-        "seed": sim_options.get("seed"),
+        "scene": plain.get("scene"),
+        "seed": plain.get("seed"),
         "command": getattr(args, "command", None),
         "versions": versions(),
     }

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 from typing import Any
 
@@ -42,18 +43,27 @@ def versions() -> dict[str, str]:
     return {"python": platform.python_version(), **{n: _version(n) for n in names}}
 
 
+def plain_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options a recording can store and replay: plain values, paths as strings."""
+    out = {}
+    for key, value in options.items():
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if value is None or isinstance(value, (bool, int, float, str)):
+            out[key] = value
+    return out
+
+
 def open_recorded(path: str, backend: str, **options: Any) -> RecordingRobot:
     """``open_robot(backend, **options)`` recorded to ``path``: the metadata holds the backend,
     its options (those that are plain values), the scene and seed, and the versions."""
     robot = open_robot(backend, **options)
-    plain = {
-        k: v for k, v in options.items() if v is None or isinstance(v, (bool, int, float, str))
-    }
+    plain = plain_options(options)
     metadata = {
         "backend": backend,
         "robot_options": plain,
-        "scene": options.get("scene"),
-        "seed": options.get("seed"),
+        "scene": plain.get("scene"),
+        "seed": plain.get("seed"),
         "versions": versions(),
     }
     try:
@@ -74,6 +84,7 @@ __all__ = [
     "RecordingRobot",
     "ReplayReport",
     "open_recorded",
+    "plain_options",
     "read_recording",
     "recording_info",
     "replay",
