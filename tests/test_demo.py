@@ -51,7 +51,17 @@ def card_bounds() -> tuple[float, float]:
 def sim_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "report"
     proc = subprocess.run(
-        [sys.executable, "-m", "twin", "demo", "--out", str(out), "--no-progress"],
+        [
+            sys.executable,
+            "-m",
+            "twin",
+            "demo",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--record",
+            str(out.parent / "demo.mcap"),
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         timeout=300,
@@ -67,6 +77,39 @@ def test_demo_command_passes_every_step_and_prints_the_table(sim_report):
     for name in STEP_NAMES:  # one table row per step
         assert re.search(rf"\b{name}\b.*\bok\b", proc.stdout), name
     assert "Traceback" not in proc.stderr
+
+
+def test_a_recording_of_the_demo_opens_with_the_mcap_reader_and_replays(sim_report):
+    from mcap.reader import make_reader
+
+    from twin.record import read_recording, replay
+
+    _, out, _ = sim_report
+    path = out.parent / "demo.mcap"
+    with open(path, "rb") as f:
+        summary = make_reader(f).get_summary()
+    schemas = {c.topic: summary.schemas[c.schema_id].name for c in summary.channels.values()}
+    counts = {
+        summary.channels[cid].topic: n
+        for cid, n in summary.statistics.channel_message_counts.items()
+    }
+    assert schemas == {
+        "/robot/state": "twin.RobotState",
+        "/robot/command": "twin.JointCommand",
+        "/robot/call": "twin.Call",
+        "/events": "twin.Event",
+        "/tf": "foxglove.FrameTransforms",
+        "/tcp": "foxglove.PoseInFrame",
+    }
+    assert counts["/robot/state"] > 20 / 0.005  # every read of a run of more than 20 s at 200 Hz
+    assert counts["/tf"] == pytest.approx(counts["/robot/state"] / 4, rel=0.05)  # 50 Hz frames
+    assert counts["/robot/call"] == 2  # the payload attached at the grasp, detached at the place
+    rec = read_recording(path)
+    sources = {(e.data["source"], e.data["kind"]) for e in rec.on("/events")}
+    assert {("planner", "path"), ("controller", "policy_step"), ("ft", "frames")} <= sources
+    assert rec.metadata["backend"] == "sim" and rec.metadata["command"] == "demo"
+    report = replay(path)
+    assert report.divergences["joints"].max_size < 1e-9, report.table()
 
 
 def test_report_folder_has_non_blank_figures(sim_report):
