@@ -61,7 +61,7 @@ def sim_report(tmp_path_factory):
             "--no-progress",
             "--record",
             str(out.parent / "demo.mcap"),
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         timeout=300,
