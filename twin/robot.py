@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from twin.safety import limits_for
+
 if TYPE_CHECKING:
     from twin.kinematics.model import ArmModel
+    from twin.safety import JointLimits
 
 COMMAND_FIELDS = ("q_des", "qd_des", "tau_ff", "kp", "kd")
 
@@ -119,6 +122,8 @@ class JointCommand:
     """Per-joint command for ``u = tau_ff + kp (q_des - q) + kd (qd_des - qd)``.
 
     q_des: (6,) rad, qd_des: (6,) rad/s, tau_ff: (6,) N m, kp: (6,) N m/rad, kd: (6,) N m s/rad.
+    A command validated against ``JointLimits`` (``Robot.write``) whose law needs the joint-limit
+    wall (``twin.safety`` rule 5) carries those limits privately; ``joint_torque`` applies it.
     """
 
     q_des: np.ndarray
@@ -153,8 +158,15 @@ class JointCommand:
         """Pickles and copies keep the five fields only: they are not tied to a staging array."""
         return {name: self.__dict__[name] for name in COMMAND_FIELDS}
 
-    def validated(self, joint_names: tuple[str, ...], effort_limits: np.ndarray) -> JointCommand:
-        """A read-only float copy with shapes checked, bad values refused and ``tau_ff`` clamped.
+    def validated(
+        self,
+        joint_names: tuple[str, ...],
+        effort_limits: np.ndarray,
+        limits: JointLimits | None = None,
+    ) -> JointCommand:
+        """A read-only float copy with shapes checked, bad values refused and ``tau_ff`` clamped;
+        with ``limits``, also held inside the joint limits (``twin.safety``, what ``Robot.write``
+        does).
 
         Raises ``ValueError`` naming the field and joint that is wrong (wrong shape, non-finite
         value, negative gain). One stacked check on the fast path: this runs every control cycle.
@@ -182,10 +194,14 @@ class JointCommand:
             self._raise_value_error(stacked, joint_names)
         if any(map(operator.gt, map(abs, values[2 * n : 3 * n]), effort_limits.tolist())):
             np.clip(stacked[2], -effort_limits, effort_limits, out=stacked[2])  # tau_ff
+            values[2 * n : 3 * n] = stacked[2].tolist()
+        wall = limits is not None and limits.shape(stacked, values)
         stacked.flags.writeable = False
         out = object.__new__(JointCommand)  # frozen: fill the instance dict directly
         fields = out.__dict__
         fields["q_des"], fields["qd_des"], fields["tau_ff"], fields["kp"], fields["kd"] = stacked
+        if wall:
+            fields["_wall"] = limits
         return out
 
     def _raise_shape_error(self, n: int) -> None:
@@ -227,10 +243,14 @@ def joint_torque(
 ) -> np.ndarray:
     """The control law of both backends, clamped: (6,) N m.
 
-    ``u = tau_ff + kp (q_des - q) + kd (qd_des - qd)``, clipped to ``+-effort_limits``.
+    ``u = tau_ff + kp (q_des - q) + kd (qd_des - qd)``, clipped to ``+-effort_limits``, and to
+    the joint-limit wall for a command that needs it (``twin.safety`` rule 5). q: (6,) rad,
+    qd: (6,) rad/s, measured.
     """
     u = command.tau_ff + command.kp * (command.q_des - q) + command.kd * (command.qd_des - qd)
-    return np.clip(u, -effort_limits, effort_limits)
+    u = np.clip(u, -effort_limits, effort_limits)
+    wall = command.__dict__.get("_wall")
+    return u if wall is None else wall.wall(command, u, q, qd)
 
 
 class CommandWatchdog:
@@ -323,12 +343,17 @@ class Robot(abc.ABC):
         """A consistent snapshot of joints and the latest sensor samples."""
 
     def write(self, command: JointCommand) -> None:
-        """Validate ``command`` and keep it in force until the next ``write``.
+        """Validate ``command``, hold it inside the joint limits and keep it in force until the
+        next ``write``.
 
-        Raises ``ValueError`` (naming joint and field) for a wrong shape or a non-finite value;
-        the previous command then stays in force.
+        The limits (``twin.safety``, the same on every backend): ``q_des`` clamped to the URDF
+        limits moved 0.02 rad inwards, ``qd_des`` and ``tau_ff`` to the velocity and effort
+        limits, a feed-forward that would push a joint past a limit cut. Raises ``ValueError``
+        (naming joint and field) for a wrong shape or a non-finite value; the previous command
+        then stays in force.
         """
-        checked = command.validated(self.model.joint_names, self.model.effort_limits)
+        model = self.model
+        checked = command.validated(model.joint_names, model.effort_limits, limits_for(model))
         self._apply(checked)
 
     @abc.abstractmethod
