@@ -21,7 +21,8 @@ and tests).
 Commands: until the first ``write`` the arm holds its initial configuration. Once written, a command
 stays in force until replaced; if none arrives for ``watchdog_s`` the arm holds the position
 measured at that moment (``Health.WATCHDOG``) until the next ``write``. The hold command keeps the
-previous command's gains (or ``hold_kp``/``hold_kd``) and adds the gravity torques of the held
+previous command's gains (or ``hold_kp``/``hold_kd``), lowered where they would be unstable at the
+held configuration (``sim.hold``, the wrist singularity), and adds the gravity torques of the held
 configuration (PyBullet's inverse dynamics) as ``tau_ff``.
 """
 
@@ -35,6 +36,7 @@ import numpy as np
 from twin.sim.engine import Engine
 from twin.sim.follow import Follower, FollowPrediction
 from twin.sim.ft_sensor import FtSensorConfig, FtSensorModel, SimFtDevice, reaction_to_sensor
+from twin.sim.hold import stable_gains
 from twin.sim.imu import ImuConfig, ImuModel
 from twin.sim.scene import add_scene
 
@@ -295,12 +297,14 @@ class PyBulletRobot(Robot):
 
     def _hold(self, q: np.ndarray, previous: JointCommand | None) -> JointCommand:
         """Hold ``q``: ``hold_command``'s gains, the default gains on joints it leaves without
-        stiffness (kp 0), and the gravity torques at ``q`` as feedforward."""
+        stiffness (kp 0), lowered where they would be unstable at ``q`` (``sim.hold``: near the
+        wrist singularity), and the gravity torques at ``q`` as feedforward."""
         gravity = self._engine.inverse_dynamics(ARM, q, np.zeros(6), np.zeros(6))
         hold = hold_command(q, previous, self._hold_kp, self._hold_kd)
         limp = hold.kp <= 0.0
         kp = np.where(limp, self._hold_kp, hold.kp)
         kd = np.where(limp, self._hold_kd, hold.kd)
+        kp, kd = stable_gains(self._engine.mass_matrix(ARM, q), kp, kd, self.physics_dt)
         return replace(hold, tau_ff=gravity, kp=kp, kd=kd).validated(
             self.model.joint_names, self._effort
         )
