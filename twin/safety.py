@@ -91,13 +91,19 @@ class JointLimits:
         stacked: (5, n) float64 rows ``q_des, qd_des, tau_ff, kp, kd`` (finite, gains >= 0,
         ``tau_ff`` already within the effort limits); values: the same as a flat list of floats.
         """
-        n, lo, hi = self.n, self._lo, self._hi
+        n, lo, hi, vmax = self.n, self._lo, self._hi, self._vmax
         q, qd, tau = values[:n], values[n : 2 * n], values[2 * n : 3 * n]
         kp, kd = values[3 * n : 4 * n], values[4 * n :]
+        for a, b, c, k, d, low, high, v in zip(q, qd, tau, kp, kd, lo, hi, vmax):
+            if not (-v <= b <= v and low <= a <= high and k != 0.0):
+                break
+            if not low <= a + (c + d * b) / k <= high:
+                break
+        else:
+            return False  # the common case, one pass: every rule holds already
         if min(map(float.__sub__, q, lo)) < 0.0 or max(map(float.__sub__, q, hi)) > 0.0:
             q = list(map(min, map(max, q, lo), hi))
             stacked[0] = q
-        vmax = self._vmax
         if max(map(float.__sub__, map(abs, qd), vmax)) > 0.0:
             qd = [min(max(v, -m), m) for v, m in zip(qd, vmax)]
             stacked[1] = qd
