@@ -190,3 +190,27 @@ def test_torque_control_into_a_limit_stops_at_it(arm):
     q1 = _drive(arm, cmd, 4.0)
     assert q1[-1] == pytest.approx(HI[0], abs=2e-3)
     assert q1.max() < MODEL.upper[0]
+
+
+def test_a_velocity_command_beyond_the_limit_runs_at_the_limit_and_stops_at_the_soft_limit(arm):
+    """qd_des = 10 rad/s on joint 1 (URDF velocity 1.571 rad/s), as a pure velocity servo
+    (kp = 0): it runs no faster than the limit and comes to rest at the soft position limit."""
+    q = arm.read().q.copy()
+    qd = np.array([10.0, 0, 0, 0, 0, 0])
+    kd = KD * [2, 1, 1, 1, 1, 1]
+    cmd = JointCommand(
+        q_des=q, qd_des=qd, tau_ff=_gravity(arm, q), kp=KP * [0, 1, 1, 1, 1, 1], kd=kd
+    )
+    if getattr(getattr(arm, "config", None), "control_mode", None) == "servo":
+        from twin.hardware import InvalidArgumentError
+
+        with pytest.raises(InvalidArgumentError, match="kp > 0"):
+            arm.write(cmd)
+        return
+    q1 = _drive(arm, cmd, 3.0)
+    window = round(0.1 / arm.control_period_s)  # 0.1 s: above the serial position's tick steps
+    speed = np.abs(q1[window:] - q1[:-window]) / (window * arm.control_period_s)
+    assert speed.max() <= MODEL.velocity_limits[0] * 1.01
+    assert speed.max() > 0.8 * MODEL.velocity_limits[0]  # it did run near the limit
+    assert q1[-1] == pytest.approx(HI[0], abs=2e-3)
+    assert q1.max() < MODEL.upper[0]
