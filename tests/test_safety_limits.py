@@ -214,3 +214,16 @@ def test_a_velocity_command_beyond_the_limit_runs_at_the_limit_and_stops_at_the_
     assert speed.max() > 0.8 * MODEL.velocity_limits[0]  # it did run near the limit
     assert q1[-1] == pytest.approx(HI[0], abs=2e-3)
     assert q1.max() < MODEL.upper[0]
+
+
+def test_a_sim_used_as_an_emulator_plant_is_raw_physics():
+    """``joint_limits=False`` (a device emulator's plant): commands are only validated, and
+    PyBullet's hard stop at the URDF limit is what stops the joint."""
+    from twin.sim import PyBulletRobot
+
+    with PyBulletRobot(watchdog_s=None, joint_limits=False) as plant:
+        assert not plant.limits_enforced
+        q = plant.read().q.copy()
+        q[0] = 10.0
+        q1 = _drive(plant, JointCommand(q_des=q, tau_ff=_gravity(plant, q), kp=KP, kd=KD), 2.5)
+        assert q1[-1] == pytest.approx(MODEL.upper[0], abs=2e-3)  # the hard stop, not 2.947

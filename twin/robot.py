@@ -5,7 +5,7 @@ above this module (transformers, controller, planner, environments, CLI) is writ
 Modelled on the read/write cycle of ros2_control's hardware interface:
 
     state = robot.read()      # consistent snapshot
-    robot.write(command)      # validated, kept until replaced
+    robot.write(command)      # validated, held inside the joint limits, kept until replaced
     robot.step()              # one control period (physics substeps, or a real-time wait)
 
 Units are SI; time stamps are integer microseconds ``t_us``; joint arrays are ``(6,)`` in the
@@ -337,6 +337,9 @@ class Robot(abc.ABC):
     model: ArmModel
     #: Control period in seconds: the time one ``step()`` advances.
     control_period_s: float
+    #: Whether ``write`` holds commands inside the joint limits (``twin.safety``). Always on for
+    #: a robot a user drives; off only for a sim used as a device emulator's plant (raw physics).
+    limits_enforced: bool = True
 
     @abc.abstractmethod
     def read(self) -> RobotState:
@@ -353,7 +356,8 @@ class Robot(abc.ABC):
         then stays in force.
         """
         model = self.model
-        checked = command.validated(model.joint_names, model.effort_limits, limits_for(model))
+        limits = limits_for(model) if self.limits_enforced else None
+        checked = command.validated(model.joint_names, model.effort_limits, limits)
         self._apply(checked)
 
     @abc.abstractmethod
