@@ -22,10 +22,16 @@ backend code. The limits come from the URDF (``ArmModel``): position ``lower``/`
    no rest point exists, so the law itself is bounded by a one-sided wall at the soft limits,
    ``kw (lower_soft - q) - kd qd <= u <= kw (upper_soft - q) - kd qd`` with the command's own
    ``kd`` and ``kw = WALL_RATE_PER_S * kd`` (with ``kd = 0`` no outward torque is applied at or
-   beyond a soft limit), within the effort limits. ``joint_torque`` applies it from the measured state, wherever the
-   law is computed on the host: every physics substep in the sim, every cycle of the serial
-   backend's host-side current mode (its servo-side mode refuses such commands).
+   beyond a soft limit), within the effort limits: ros2_control's soft joint limits with
+   ``k_position = WALL_RATE_PER_S`` and ``k_velocity = kd`` (the approach speed is at most
+   ``WALL_RATE_PER_S`` times the distance left). ``joint_torque`` applies it from the measured
+   state wherever the law is computed on the host: every physics substep in the sim, every
+   cycle of the serial backend's host-side current mode (its servo-side mode refuses such
+   commands).
 
+What the rules do not bound: the transient of the user's own loop. A step into a limit with
+an under-damped ``kp``/``kd`` overshoots the soft limit by the loop's overshoot (the margin
+absorbs a few per cent; the sim's URDF joints have hard stops, a real arm its end stops).
 Holds (before the first command, and on a watchdog expiry) keep the measured position: a hold
 never moves the arm, not even out of the margin.
 """
