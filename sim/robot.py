@@ -302,15 +302,12 @@ class PyBulletRobot(Robot):
         self._qd = _read_only(np.array([s[1] for s in states[:6]]))
 
     def _hold(self, q: np.ndarray, previous: JointCommand | None) -> JointCommand:
-        """Hold ``q``: ``hold_command``'s gains, the default gains on joints it leaves without
-        stiffness (kp 0), lowered where they would be unstable at ``q`` (``sim.hold``: near the
-        wrist singularity), and the gravity torques at ``q`` as feedforward."""
+        """Hold ``q``: ``hold_command``'s gains, lowered where they would be unstable at ``q``
+        (``sim.hold``: near the wrist singularity), and the gravity torques at ``q`` as
+        feedforward."""
         gravity = self._engine.inverse_dynamics(ARM, q, np.zeros(6), np.zeros(6))
         hold = hold_command(q, previous, self._hold_kp, self._hold_kd)
-        limp = hold.kp <= 0.0
-        kp = np.where(limp, self._hold_kp, hold.kp)
-        kd = np.where(limp, self._hold_kd, hold.kd)
-        kp, kd = stable_gains(self._engine.mass_matrix(ARM, q), kp, kd, self.physics_dt)
+        kp, kd = stable_gains(self._engine.mass_matrix(ARM, q), hold.kp, hold.kd, self.physics_dt)
         return replace(hold, tau_ff=gravity, kp=kp, kd=kd).validated(
             self.model.joint_names, self._effort
         )

@@ -4,6 +4,7 @@ its servo-side and host-side current modes)."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 
 import numpy as np
@@ -113,14 +114,17 @@ def test_the_wall_bounds_torque_control_at_the_soft_limits(q1, qd1, kd1):
 
 
 # --------------------------------------------------------------------- both backends
-@pytest.fixture(params=["sim", "hardware-servo", "hardware-current"])
-def arm(request):
-    """A robot without a watchdog, at home (sim) or at zero (emulated ideal joints, no gravity),
-    stepping in lock-step (the hardware one on a ManualClock shared with the emulators)."""
-    if request.param == "sim":
+BACKENDS = ["sim", "hardware-servo", "hardware-current"]
+
+
+@contextlib.contextmanager
+def open_arm(backend: str, watchdog_s: float | None = None):
+    """A robot at home (sim) or at zero (emulated ideal joints, no gravity), stepping in
+    lock-step (the hardware one on a ManualClock shared with the emulators)."""
+    if backend == "sim":
         from twin.sim import PyBulletRobot
 
-        with PyBulletRobot(watchdog_s=None) as robot:
+        with PyBulletRobot(watchdog_s=watchdog_s) as robot:
             yield robot
         return
     from twin.hardware import ManualClock, SerialRobot
@@ -128,7 +132,7 @@ def arm(request):
     from twin.hardware.emulator.testing import emulator_config
 
     config = emulator_config(
-        control_mode=request.param.split("-")[1], watchdog_s=None, hold_gravity_compensation=False
+        control_mode=backend.split("-")[1], watchdog_s=watchdog_s, hold_gravity_compensation=False
     )
     config = replace(
         config, ft=replace(config.ft, enabled=False), imu=replace(config.imu, enabled=False)
@@ -139,6 +143,13 @@ def arm(request):
         EmulatorStack(config, source, clock=clock) as stack,
         SerialRobot(stack.robot_config(), model=MODEL, clock=clock) as robot,
     ):
+        yield robot
+
+
+@pytest.fixture(params=BACKENDS)
+def arm(request):
+    """A robot without a watchdog on each backend (``open_arm``)."""
+    with open_arm(request.param) as robot:
         yield robot
 
 
@@ -227,3 +238,47 @@ def test_a_sim_used_as_an_emulator_plant_is_raw_physics():
         q[0] = 10.0
         q1 = _drive(plant, JointCommand(q_des=q, tau_ff=_gravity(plant, q), kp=KP, kd=KD), 2.5)
         assert q1[-1] == pytest.approx(MODEL.upper[0], abs=2e-3)  # the hard stop, not 2.947
+
+
+def test_a_hold_keeps_stiff_gains_and_holds_the_joints_a_command_left_without_stiffness():
+    """The hold of both backends (``hold_command``): per joint, the previous command's gains where
+    it had kp > 0, the hold gains elsewhere (a torque-controlled joint is held, not left limp)."""
+    from twin.robot import hold_command
+
+    hold_kp, hold_kd = np.full(6, 100.0), np.full(6, 5.0)
+    previous = JointCommand(q_des=np.zeros(6), kp=KP * [0, 1, 1, 1, 1, 0], kd=KD)
+    q = np.array([HI[0] + 0.01, 0.1, 0.2, 0.3, 0.4, 0.5])  # in the margin: held where it is
+    hold = hold_command(q, previous, hold_kp, hold_kd)
+    np.testing.assert_array_equal(hold.q_des, q)
+    np.testing.assert_array_equal(hold.kp, [100.0, *KP[1:5], 100.0])
+    np.testing.assert_array_equal(hold.kd, [5.0, *KD[1:5], 5.0])
+    np.testing.assert_array_equal(hold.qd_des, 0.0)
+    first = hold_command(q, None, hold_kp, hold_kd)
+    np.testing.assert_array_equal(first.kp, hold_kp)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_watchdog_holds_a_joint_that_was_driven_into_its_limit(backend):
+    """Joint 1 driven into its limit (torque control where the backend allows it, else a
+    position beyond the limit), then no command: the watchdog's hold keeps every joint where it
+    was, inside the URDF limit, on every backend."""
+    from twin.robot import Health
+
+    with open_arm(backend, watchdog_s=0.1) as robot:
+        q = robot.read().q.copy()
+        tau = _gravity(robot, q) + [9.0, 0, 0, 0, 0, 0]
+        cmd = JointCommand(q_des=q, tau_ff=tau, kp=KP * [0, 1, 1, 1, 1, 1], kd=KD)
+        if backend == "hardware-servo":  # refuses kp = 0 with a feed-forward
+            cmd = JointCommand(q_des=q + [10.0, 0, 0, 0, 0, 0], kp=KP, kd=KD)
+        q1 = _drive(robot, cmd, 2.5)
+        assert q1[-1] == pytest.approx(HI[0], abs=2e-3)
+        for _ in range(round(0.15 / robot.control_period_s)):  # no command: the watchdog fires
+            robot.step()
+        assert Health.WATCHDOG in robot.read().health
+        held = robot.read().q.copy()
+        for _ in range(round(1.0 / robot.control_period_s)):
+            robot.step()
+        state = robot.read()
+        assert np.max(np.abs(state.q - held)) < 0.01
+        assert np.max(np.abs(state.qd)) < 0.05
+        assert state.q[0] < MODEL.upper[0]

@@ -278,13 +278,15 @@ def hold_command(
 ) -> JointCommand:
     """A command that holds joint positions ``q`` (6,) rad with zero velocity.
 
-    Keeps the previous command's gains (if any, and non-zero), else ``kp``/``kd``.
+    Per joint, the previous command's gains where it had stiffness (``kp > 0``), else the hold
+    gains ``kp``/``kd`` (6,): a joint the previous command drove in torque or velocity control
+    is held too, never left limp.
     """
-    if previous is not None and np.any(previous.kp > 0.0):
-        kp, kd = previous.kp, previous.kd
-    return JointCommand(
-        q_des=np.array(q, dtype=float), kp=np.asarray(kp, float), kd=np.asarray(kd, float)
-    )
+    kp, kd = np.asarray(kp, float), np.asarray(kd, float)
+    if previous is not None:
+        stiff = previous.kp > 0.0
+        kp, kd = np.where(stiff, previous.kp, kp), np.where(stiff, previous.kd, kd)
+    return JointCommand(q_des=np.array(q, dtype=float), kp=kp, kd=kd)
 
 
 @dataclass(frozen=True)
