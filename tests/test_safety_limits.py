@@ -282,3 +282,28 @@ def test_the_watchdog_holds_a_joint_that_was_driven_into_its_limit(backend):
         assert np.max(np.abs(state.q - held)) < 0.01
         assert np.max(np.abs(state.qd)) < 0.05
         assert state.q[0] < MODEL.upper[0]
+
+
+def test_servo_mode_watchdog_holds_a_joint_the_command_left_without_stiffness():
+    """Servo mode accepts pure damping on a joint (kp 0, no feed-forward); its watchdog hold adds
+    gravity compensation. The hold used to keep kp 0 there, and step() raised
+    InvalidArgumentError (a feed-forward without kp); now the joint gets the hold gains."""
+    from twin.hardware import ManualClock, SerialRobot
+    from twin.hardware.emulator import EmulatorStack, IdealSource
+    from twin.hardware.emulator.testing import emulator_config
+
+    config = emulator_config(control_mode="servo", watchdog_s=0.1, hold_gravity_compensation=True)
+    config = replace(
+        config, ft=replace(config.ft, enabled=False), imu=replace(config.imu, enabled=False)
+    )
+    clock = ManualClock()
+    with (
+        EmulatorStack(config, IdealSource(effort_limits=EFFORT), clock=clock) as stack,
+        SerialRobot(stack.robot_config(), model=MODEL, clock=clock) as robot,
+    ):
+        robot.write(JointCommand(q_des=np.zeros(6), kp=KP * [1, 0, 1, 1, 1, 1], kd=KD))
+        for _ in range(60):  # 0.24 s: the 0.1 s watchdog fires
+            robot.step()
+        hold = robot.command_in_force
+        assert hold.kp[1] == config.hold_kp[1] and hold.kd[1] == config.hold_kd[1]
+        np.testing.assert_array_equal(hold.kp[[0, 2, 3, 4, 5]], KP[[0, 2, 3, 4, 5]])
