@@ -312,6 +312,12 @@ class Engine:
         )
         return np.array(tau, dtype=float)
 
+    def mass_matrix(self, body: str, q: Sequence[float]) -> np.ndarray:
+        """Joint-space inertia matrix (n, n) kg m^2 of the movable joints at ``q`` (rad); bodies
+        welded to ``body`` (payloads) are not included."""
+        m = pb.calculateMassMatrix(self._id(body), list(map(float, q)), physicsClientId=self._cid)
+        return np.array(m, dtype=float)
+
     # ----------------------------------------------------------------- hot path
     def control_io(
         self, body: str, joints: Sequence[int], state_joints: Sequence[int], link: int

@@ -18,10 +18,14 @@ ideal sensors would read there (``sim.follow``); the live twin (``twin.shadow``)
 ``set_external_force`` pushes a link at every physics step (an unmodelled contact for scenarios
 and tests).
 
-Commands: until the first ``write`` the arm holds its initial configuration. Once written, a command
+Commands: ``write`` holds them inside the joint limits (``twin.safety``, as on every backend),
+unless ``joint_limits=False``: the raw plant for a device emulator (``RobotSource``), whose commands
+are a servo's drives, with PyBullet's hard stops at the URDF limits as the only limit. Until the
+first ``write`` the arm holds its initial configuration. Once written, a command
 stays in force until replaced; if none arrives for ``watchdog_s`` the arm holds the position
 measured at that moment (``Health.WATCHDOG``) until the next ``write``. The hold command keeps the
-previous command's gains (or ``hold_kp``/``hold_kd``) and adds the gravity torques of the held
+previous command's gains (or ``hold_kp``/``hold_kd``), lowered where they would be unstable at the
+held configuration (``sim.hold``, the wrist singularity), and adds the gravity torques of the held
 configuration (PyBullet's inverse dynamics) as ``tau_ff``.
 """
 
@@ -35,6 +39,7 @@ import numpy as np
 from twin.sim.engine import Engine
 from twin.sim.follow import Follower, FollowPrediction
 from twin.sim.ft_sensor import FtSensorConfig, FtSensorModel, SimFtDevice, reaction_to_sensor
+from twin.sim.hold import stable_gains
 from twin.sim.imu import ImuConfig, ImuModel
 from twin.sim.scene import add_scene
 
@@ -64,7 +69,8 @@ FT_JOINT, IMU_LINK, TCP_LINK = "ft_sensor_joint", "imu", "tcp"
 #: Default gains per joint, kp N m/rad and kd N m s/rad: about 0.9 of critical damping for the
 #: joint-space inertia at home (0.16, 0.20, 0.094, 0.0067, 0.0074, 0.00028 kg m^2). With gravity
 #: feedforward a 0.1 rad step of joint 2 settles to 2 % within 0.3 s, overshoot below 5 %
-#: (``tests/test_sim_robot.py::test_step_response``). Used by the hold and watchdog commands.
+#: (``tests/test_sim_robot.py::test_step_response``). Used by the hold and watchdog commands,
+#: lowered where they would be unstable at the held configuration (``sim.hold``).
 HOLD_KP = (150.0, 250.0, 150.0, 25.0, 25.0, 8.0)
 HOLD_KD = (9.0, 12.0, 6.5, 0.7, 0.75, 0.08)
 _FT_STALE_PERIODS = 3  # F/T sample older than this many sensor periods: Health.FT_STALE
@@ -119,8 +125,10 @@ class PyBulletRobot(Robot):
         initial_q: np.ndarray | None = None,
         hold_kp: np.ndarray = HOLD_KP,
         hold_kd: np.ndarray = HOLD_KD,
+        joint_limits: bool = True,
     ) -> None:
         self.model = model if model is not None else ArmModel.default()
+        self.limits_enforced = bool(joint_limits)
         substeps = round(control_period_s / physics_dt)
         if substeps < 1 or abs(substeps * physics_dt - control_period_s) > 1e-9:
             raise ValueError(
@@ -301,13 +309,12 @@ class PyBulletRobot(Robot):
         self._qd = _read_only(np.array([s[1] for s in states[:6]]))
 
     def _hold(self, q: np.ndarray, previous: JointCommand | None) -> JointCommand:
-        """Hold ``q``: ``hold_command``'s gains, the default gains on joints it leaves without
-        stiffness (kp 0), and the gravity torques at ``q`` as feedforward."""
+        """Hold ``q``: ``hold_command``'s gains, lowered where they would be unstable at ``q``
+        (``sim.hold``: near the wrist singularity), and the gravity torques at ``q`` as
+        feedforward."""
         gravity = self._engine.inverse_dynamics(ARM, q, np.zeros(6), np.zeros(6))
         hold = hold_command(q, previous, self._hold_kp, self._hold_kd)
-        limp = hold.kp <= 0.0
-        kp = np.where(limp, self._hold_kp, hold.kp)
-        kd = np.where(limp, self._hold_kd, hold.kd)
+        kp, kd = stable_gains(self._engine.mass_matrix(ARM, q), hold.kp, hold.kd, self.physics_dt)
         return replace(hold, tau_ff=gravity, kp=kp, kd=kd).validated(
             self.model.joint_names, self._effort
         )

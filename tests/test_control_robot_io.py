@@ -55,13 +55,13 @@ def test_joint_groups_map_policy_order_to_robot_order(robot, adapter):
     adapter.finish_init()
     gains = np.arange(1.0, 7.0)
     assert adapter.set_joint_targets(
-        group, np.arange(6.0), -np.arange(6.0), np.full(6, 0.5), gains, gains / 10
-    )
+        group, 0.2 * np.arange(6.0), -0.1 * np.arange(6.0), np.full(6, 0.5), gains, gains / 10
+    )  # inside the joint limits, which Robot.write enforces (twin.safety)
     assert robot.writes == 0  # staged, sent once at the end of the cycle
     assert adapter.end_cycle(0) and robot.writes == 1
     cmd = robot.command
-    np.testing.assert_array_equal(cmd.q_des, np.arange(6.0)[::-1])
-    np.testing.assert_array_equal(cmd.qd_des, -np.arange(6.0)[::-1])
+    np.testing.assert_array_equal(cmd.q_des, 0.2 * np.arange(6.0)[::-1])
+    np.testing.assert_array_equal(cmd.qd_des, -0.1 * np.arange(6.0)[::-1])
     np.testing.assert_array_equal(cmd.kp, gains[::-1])
     np.testing.assert_array_equal(cmd.kd, gains[::-1] / 10)
     assert adapter.end_cycle(0) and robot.writes == 1  # nothing staged: nothing sent
@@ -98,11 +98,11 @@ def test_the_command_in_force_is_a_copy_not_the_staging_rows(robot, adapter):
     adapter.set_joint_targets(group, ones, 0 * ones, 0 * ones, 5 * ones, ones)
     assert adapter.end_cycle(0)
     sent = robot.command
-    adapter.set_joint_targets(group, 2 * ones, ones, ones, 7 * ones, 2 * ones)
+    adapter.set_joint_targets(group, 1.5 * ones, ones, ones, 7 * ones, 2 * ones)
     np.testing.assert_array_equal(sent.q_des, ones)
     np.testing.assert_array_equal(sent.kp, 5 * ones)
     assert adapter.end_cycle(1) and robot.command is not sent
-    np.testing.assert_array_equal(robot.command.q_des, 2 * ones)
+    np.testing.assert_array_equal(robot.command.q_des, 1.5 * ones)  # inside the joint limits
     np.testing.assert_array_equal(sent.q_des, ones)
 
 

@@ -5,7 +5,7 @@ above this module (transformers, controller, planner, environments, CLI) is writ
 Modelled on the read/write cycle of ros2_control's hardware interface:
 
     state = robot.read()      # consistent snapshot
-    robot.write(command)      # validated, kept until replaced
+    robot.write(command)      # validated, held inside the joint limits, kept until replaced
     robot.step()              # one control period (physics substeps, or a real-time wait)
 
 Units are SI; time stamps are integer microseconds ``t_us``; joint arrays are ``(6,)`` in the
@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from twin.safety import limits_for
+
 if TYPE_CHECKING:
     from twin.kinematics.model import ArmModel
+    from twin.safety import JointLimits
 
 COMMAND_FIELDS = ("q_des", "qd_des", "tau_ff", "kp", "kd")
 
@@ -134,6 +137,8 @@ class JointCommand:
     """Per-joint command for ``u = tau_ff + kp (q_des - q) + kd (qd_des - qd)``.
 
     q_des: (6,) rad, qd_des: (6,) rad/s, tau_ff: (6,) N m, kp: (6,) N m/rad, kd: (6,) N m s/rad.
+    A command validated against ``JointLimits`` (``Robot.write``) whose law needs the joint-limit
+    wall (``twin.safety`` rule 5) carries those limits privately; ``joint_torque`` applies it.
     """
 
     q_des: np.ndarray
@@ -168,8 +173,15 @@ class JointCommand:
         """Pickles and copies keep the five fields only: they are not tied to a staging array."""
         return {name: self.__dict__[name] for name in COMMAND_FIELDS}
 
-    def validated(self, joint_names: tuple[str, ...], effort_limits: np.ndarray) -> JointCommand:
-        """A read-only float copy with shapes checked, bad values refused and ``tau_ff`` clamped.
+    def validated(
+        self,
+        joint_names: tuple[str, ...],
+        effort_limits: np.ndarray,
+        limits: JointLimits | None = None,
+    ) -> JointCommand:
+        """A read-only float copy with shapes checked, bad values refused and ``tau_ff`` clamped;
+        with ``limits``, also held inside the joint limits (``twin.safety``, what ``Robot.write``
+        does).
 
         Raises ``ValueError`` naming the field and joint that is wrong (wrong shape, non-finite
         value, negative gain). One stacked check on the fast path: this runs every control cycle.
@@ -197,10 +209,14 @@ class JointCommand:
             self._raise_value_error(stacked, joint_names)
         if any(map(operator.gt, map(abs, values[2 * n : 3 * n]), effort_limits.tolist())):
             np.clip(stacked[2], -effort_limits, effort_limits, out=stacked[2])  # tau_ff
+            values[2 * n : 3 * n] = stacked[2].tolist()
+        wall = limits is not None and limits.shape(stacked, values)
         stacked.flags.writeable = False
         out = object.__new__(JointCommand)  # frozen: fill the instance dict directly
         fields = out.__dict__
         fields["q_des"], fields["qd_des"], fields["tau_ff"], fields["kp"], fields["kd"] = stacked
+        if wall:
+            fields["_wall"] = limits
         return out
 
     def _raise_shape_error(self, n: int) -> None:
@@ -242,10 +258,14 @@ def joint_torque(
 ) -> np.ndarray:
     """The control law of both backends, clamped: (6,) N m.
 
-    ``u = tau_ff + kp (q_des - q) + kd (qd_des - qd)``, clipped to ``+-effort_limits``.
+    ``u = tau_ff + kp (q_des - q) + kd (qd_des - qd)``, clipped to ``+-effort_limits``, and to
+    the joint-limit wall for a command that needs it (``twin.safety`` rule 5). q: (6,) rad,
+    qd: (6,) rad/s, measured.
     """
     u = command.tau_ff + command.kp * (command.q_des - q) + command.kd * (command.qd_des - qd)
-    return np.clip(u, -effort_limits, effort_limits)
+    u = np.clip(u, -effort_limits, effort_limits)
+    wall = command.__dict__.get("_wall")
+    return u if wall is None else wall.wall(command, u, q, qd)
 
 
 class CommandWatchdog:
@@ -273,13 +293,15 @@ def hold_command(
 ) -> JointCommand:
     """A command that holds joint positions ``q`` (6,) rad with zero velocity.
 
-    Keeps the previous command's gains (if any, and non-zero), else ``kp``/``kd``.
+    Per joint, the previous command's gains where it had stiffness (``kp > 0``), else the hold
+    gains ``kp``/``kd`` (6,): a joint the previous command drove in torque or velocity control
+    is held too, never left limp.
     """
-    if previous is not None and np.any(previous.kp > 0.0):
-        kp, kd = previous.kp, previous.kd
-    return JointCommand(
-        q_des=np.array(q, dtype=float), kp=np.asarray(kp, float), kd=np.asarray(kd, float)
-    )
+    kp, kd = np.asarray(kp, float), np.asarray(kd, float)
+    if previous is not None:
+        stiff = previous.kp > 0.0
+        kp, kd = np.where(stiff, previous.kp, kp), np.where(stiff, previous.kd, kd)
+    return JointCommand(q_des=np.array(q, dtype=float), kp=kp, kd=kd)
 
 
 @dataclass(frozen=True)
@@ -336,18 +358,27 @@ class Robot(abc.ABC):
     model: ArmModel
     #: Control period in seconds: the time one ``step()`` advances.
     control_period_s: float
+    #: Whether ``write`` holds commands inside the joint limits (``twin.safety``). Always on for
+    #: a robot a user drives; off only for a sim used as a device emulator's plant (raw physics).
+    limits_enforced: bool = True
 
     @abc.abstractmethod
     def read(self) -> RobotState:
         """A consistent snapshot of joints and the latest sensor samples."""
 
     def write(self, command: JointCommand) -> None:
-        """Validate ``command`` and keep it in force until the next ``write``.
+        """Validate ``command``, hold it inside the joint limits and keep it in force until the
+        next ``write``.
 
-        Raises ``ValueError`` (naming joint and field) for a wrong shape or a non-finite value;
-        the previous command then stays in force.
+        The limits (``twin.safety``, the same on every backend): ``q_des`` clamped to the URDF
+        limits moved 0.02 rad inwards, ``qd_des`` and ``tau_ff`` to the velocity and effort
+        limits, a feed-forward that would push a joint past a limit cut. Raises ``ValueError``
+        (naming joint and field) for a wrong shape or a non-finite value; the previous command
+        then stays in force.
         """
-        checked = command.validated(self.model.joint_names, self.model.effort_limits)
+        model = self.model
+        limits = limits_for(model) if self.limits_enforced else None
+        checked = command.validated(model.joint_names, model.effort_limits, limits)
         self._apply(checked)
 
     @abc.abstractmethod

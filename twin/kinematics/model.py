@@ -302,9 +302,12 @@ def _serial_movable_joints(robot: UrdfRobot) -> list:
     parent_joint = {j.child: j for j in robot.joints}
 
     def movable_ancestors(link: str) -> list:
-        chain = []
+        chain, seen = [], {link}
         while link in parent_joint:
             j = parent_joint[link]
+            if j.parent in seen:  # parse_urdf refuses cycles; a hand-built UrdfRobot may not
+                raise UrdfError(f"URDF {robot.name!r}: kinematic cycle at joint {j.name!r}")
+            seen.add(j.parent)
             if j.type in REVOLUTE_TYPES:
                 chain.append(j)
             link = j.parent

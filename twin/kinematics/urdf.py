@@ -3,6 +3,12 @@
 Reads links (inertial, collision primitives), joints (origin ``xyz``/``rpy``, axis, limits) and
 an optional SRDF-style ``<group_state name="home">`` with the home configuration. Visual
 geometry, materials and transmissions are ignored. All values are SI (m, rad, kg, kg m^2).
+
+A file the twin cannot use safely is refused with ``UrdfError`` (a ``ValueError``) naming the
+link or joint and what was expected: links and joints must form a tree (one root, one parent
+joint per other link, no kinematic cycle); a link's mass must be finite and > 0 kg and its
+inertia tensor finite and positive definite; a movable joint needs ``<limit>`` with finite
+``effort`` > 0 N m and ``velocity`` > 0 rad/s, and a revolute joint finite ``lower < upper``.
 """
 
 from __future__ import annotations
@@ -128,10 +134,49 @@ def parse_urdf(path: str | pathlib.Path) -> UrdfRobot:
         raise UrdfError(f"{path}: links {sorted(duplicated)} have more than one parent joint")
     roots = [name for name in links if name not in children]
     if len(roots) != 1:
-        raise UrdfError(f"{path}: expected exactly one root link, found {roots}")
+        cycle = _cycle(joints, set(links))
+        hint = f"; kinematic cycle through joints {cycle}" if cycle else ""
+        raise UrdfError(f"{path}: expected exactly one root link, found {roots}{hint}")
+    cycle = _cycle(joints, set(links) - _reachable(joints, roots[0]))
+    if cycle:
+        raise UrdfError(
+            f"{path}: kinematic cycle through joints {cycle}: each leads back to a link before "
+            "it; expected a tree (every link but the root the child of one joint)"
+        )
     return UrdfRobot(
         name=root.get("name", ""), links=links, joints=joints, root=roots[0], home=_home(root)
     )
+
+
+def _reachable(joints: tuple[UrdfJoint, ...], root: str) -> set[str]:
+    """The links reachable from ``root`` through parent-to-child joints."""
+    children: dict[str, list[str]] = {}
+    for j in joints:
+        children.setdefault(j.parent, []).append(j.child)
+    seen, todo = {root}, [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return seen
+
+
+def _cycle(joints: tuple[UrdfJoint, ...], candidates: set[str]) -> list[str]:
+    """The joint names of one cycle among the links ``candidates`` (each has at most one parent
+    joint here), in order; empty if there is none."""
+    parent_joint = {j.child: j for j in joints}
+    for start in sorted(candidates):
+        path: list[UrdfJoint] = []
+        visited: dict[str, int] = {}
+        link = start
+        while link in parent_joint and link not in visited:
+            visited[link] = len(path)
+            path.append(parent_joint[link])
+            link = parent_joint[link].parent
+        if link in visited:
+            return [j.name for j in reversed(path[visited[link] :])]
+    return []
 
 
 def _floats(text: str | None, count: int, default: tuple[float, ...], what: str) -> np.ndarray:
@@ -182,12 +227,20 @@ def _parse_link(el: ET.Element) -> UrdfLink:
         if mass_el is None:
             raise UrdfError(f"{what}: <inertial> without <mass>")
         mass = _attr(mass_el, "value", f"{what} mass")
+        if not (math.isfinite(mass) and mass > 0.0):
+            raise UrdfError(f"{what}: mass is {mass} kg; expected a finite mass > 0")
         inertia_el = inertial_el.find("inertia")
         if inertia_el is None:
             raise UrdfError(f"{what}: <inertial> without <inertia>")
         keys = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
         ixx, ixy, ixz, iyy, iyz, izz = (_attr(inertia_el, k, f"{what} inertia", 0.0) for k in keys)
         tensor = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        if not np.all(np.isfinite(tensor)) or np.linalg.eigvalsh(tensor)[0] <= 0.0:
+            raise UrdfError(
+                f"{what}: inertia (ixx, ixy, ixz, iyy, iyz, izz) = "
+                f"{(ixx, ixy, ixz, iyy, iyz, izz)} kg m^2 is not positive definite; expected a "
+                "finite tensor with positive principal moments"
+            )
         rot = origin[:3, :3]
         inertial = Inertial(mass=mass, com=origin[:3, 3].copy(), inertia=rot @ tensor @ rot.T)
     shapes = []
@@ -242,16 +295,30 @@ def _parse_joint(el: ET.Element, links: dict[str, UrdfLink]) -> UrdfJoint:
         raise UrdfError(f"{what}: axis is the zero vector")
     lower, upper, velocity, effort = -math.inf, math.inf, math.inf, math.inf
     limit = el.find("limit")
+    if jtype in REVOLUTE_TYPES and limit is None:
+        raise UrdfError(
+            f"{what}: a {jtype} joint needs <limit effort=... velocity=...> (N m, rad/s): the "
+            "control law clamps to the effort limit and commands to the velocity limit"
+        )
     if jtype == "revolute":
-        if limit is None:
-            raise UrdfError(f"{what}: a revolute joint needs <limit>")
         lower = _attr(limit, "lower", what, 0.0)
         upper = _attr(limit, "upper", what, 0.0)
+        if not (math.isfinite(lower) and math.isfinite(upper)):
+            raise UrdfError(
+                f"{what}: limit lower={lower}, upper={upper} rad; expected finite limits "
+                "(a joint without position limits is type 'continuous')"
+            )
         if not lower < upper:
             raise UrdfError(f"{what}: limit lower={lower} must be below upper={upper}")
-    if limit is not None:
-        velocity = _attr(limit, "velocity", what, math.inf)
-        effort = _attr(limit, "effort", what, math.inf)
+    if jtype in REVOLUTE_TYPES:
+        for key, unit in (("velocity", "rad/s"), ("effort", "N m")):
+            value = _attr(limit, key, f"{what} <limit>")
+            if not (math.isfinite(value) and value > 0.0):
+                raise UrdfError(
+                    f"{what}: limit {key}={value} {unit}; expected a finite {key} limit > 0"
+                )
+        velocity = _attr(limit, "velocity", what)
+        effort = _attr(limit, "effort", what)
     return UrdfJoint(
         name=name,
         type=jtype,

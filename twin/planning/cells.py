@@ -12,6 +12,15 @@ user cells directory (``cells_dir`` argument, else ``$TWIN_CELLS_DIR``, else
 percentage and a stage text. ``package_cell`` zips a cell (its URDF included, so the package is
 self-contained) and ``install_package`` unpacks one into the user cells directory after checking
 every entry: no absolute paths, no ``..``, no links or special files, nothing outside the target.
+
+Containment: every path a cell names (its URDF, relative or ``asset:``) goes through one check,
+``_contained``: a portable relative path without ``..`` that, links resolved, stays inside its base
+directory (the cell directory, or the shipped ``assets``), so neither ``load_cell`` nor
+``package_cell`` ever reads a host file from outside. Packages are bounded: at most
+``MAX_PACKAGE_ENTRIES`` entries, ``MAX_PATH_DEPTH`` path components, ``MAX_PACKAGE_BYTES``
+unpacked and an expansion ratio (unpacked / packed) of ``MAX_EXPANSION_RATIO``; an entry that
+unpacks to more than its header says, duplicate names and every other zip failure raise
+``PackageError``.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import shutil
 import stat
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -42,7 +52,23 @@ ASSET_PREFIX = "asset:"
 ENV_CELLS_DIR = "TWIN_CELLS_DIR"
 GENERATED = "generated"
 MANIFEST = "manifest.json"
-MAX_PACKAGE_BYTES = 512 * 1024 * 1024  # uncompressed total accepted by install_package
+MAX_PACKAGE_BYTES = 64 * 1024 * 1024  # unpacked total accepted by install_package
+MAX_PACKAGE_ENTRIES = 1000
+MAX_PATH_DEPTH = 8  # components of an entry's path, the cell directory included
+#: Unpacked / packed bytes, over the package (deflated JSON and URDF text packs 5-20x).
+MAX_EXPANSION_RATIO = 100
+_RATIO_FLOOR_BYTES = 1024 * 1024  # below this many unpacked bytes the ratio is not checked
+_COPY_CHUNK = 64 * 1024
+_UNPACK_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    OSError,
+    EOFError,
+    RuntimeError,
+    ValueError,
+    NotImplementedError,
+)
 
 ProgressCallback = Callable[[float, str], None]
 
@@ -85,10 +111,9 @@ class Cell:
 
     @property
     def urdf_path(self) -> Path:
-        ref = self.config["robot"]["urdf"]
-        if ref.startswith(ASSET_PREFIX):
-            return Path(str(resources.files("twin.assets").joinpath(ref[len(ASSET_PREFIX) :])))
-        return self.directory / ref
+        """The URDF, inside the cell directory (or inside the shipped assets for ``asset:``);
+        ``PackageError`` for a reference that leaves it."""
+        return _urdf_path(self.directory, self.config["robot"]["urdf"], f"cell {self.name!r}")
 
     @property
     def attachment_names(self) -> tuple[str, ...]:
@@ -164,12 +189,34 @@ def _read_config(path: Path, name: str) -> dict[str, Any]:
         raise CellError(f"{path}: expected format {FORMAT_NAME!r} version {FORMAT_VERSION}")
     if config.get("name") != name:
         raise CellError(f"{path}: names cell {config.get('name')!r}, expected {name!r}")
-    urdf = config.get("robot", {}).get("urdf")
+    robot = config.get("robot")
+    urdf = robot.get("urdf") if isinstance(robot, dict) else None
     if not isinstance(urdf, str) or not urdf:
         raise CellError(f"{path}: robot.urdf must name the robot's URDF")
-    if not urdf.startswith(ASSET_PREFIX):
-        _safe_relative(urdf, f"{path}: robot.urdf")
+    _urdf_path(path.parent, urdf, f"{path}: robot.urdf")
     return config
+
+
+def _assets_dir() -> Path:
+    return Path(str(resources.files("twin.assets")))
+
+
+def _urdf_path(directory: Path, ref: str, what: str) -> Path:
+    """Where URDF reference ``ref`` points: ``asset:<path>`` inside the shipped assets, else a
+    path inside the cell ``directory``; both through ``_contained``."""
+    if ref.startswith(ASSET_PREFIX):
+        return _contained(_assets_dir(), ref[len(ASSET_PREFIX) :], what)
+    return _contained(directory, ref, what)
+
+
+def _contained(base: Path, name: str, what: str) -> Path:
+    """``base / name`` for a portable relative ``name`` without ``..`` that, links resolved,
+    stays inside ``base`` (``PackageError`` otherwise)."""
+    rel = _safe_relative(name, what)
+    target = Path(base) / rel
+    if not target.resolve().is_relative_to(Path(base).resolve()):
+        raise PackageError(f"{what}: {name!r} leads outside {base} (through a link)")
+    return target
 
 
 # ---------------------------------------------------------------------------------- generate
@@ -331,7 +378,7 @@ def package_cell(
     profiles = [_enum(Profile, p, "include_generated") for p in include_generated]
     generated = []
     for p in profiles:
-        d = user_cells_dir(cells_dir) / cell.name / GENERATED / p.value
+        d = _contained(user_cells_dir(cells_dir) / cell.name, f"{GENERATED}/{p.value}", "generated")
         if not (d / MANIFEST).is_file():
             raise CellError(f"cell {cell.name!r} has no generated {p.value} data; run generate()")
         generated.append((p, d))
@@ -361,10 +408,16 @@ def _safe_relative(name: str, what: str) -> PurePosixPath:
 
 
 def _check_entries(z: zipfile.ZipFile) -> tuple[str, list[zipfile.ZipInfo]]:
+    """The cell name and the entries of a package, every bound checked before anything is read
+    (module doc); ``PackageError`` naming the first entry that breaks one."""
     infos = z.infolist()
     if not infos:
         raise PackageError("the package is empty")
-    tops, total = set(), 0
+    if len(infos) > MAX_PACKAGE_ENTRIES:
+        raise PackageError(
+            f"the package has {len(infos)} entries; expected at most {MAX_PACKAGE_ENTRIES}"
+        )
+    tops, seen, total, packed = set(), set(), 0, 0
     for info in infos:
         p = _safe_relative(info.filename, "package entry")
         mode = info.external_attr >> 16
@@ -375,16 +428,49 @@ def _check_entries(z: zipfile.ZipFile) -> tuple[str, list[zipfile.ZipInfo]]:
             raise PackageError(f"package entry {info.filename!r} is not a regular file")
         if not p.parts or p.parts[0] in ("", "."):
             raise PackageError(f"package entry {info.filename!r} has no cell directory")
+        if len(p.parts) > MAX_PATH_DEPTH:
+            raise PackageError(
+                f"package entry {info.filename!r} is {len(p.parts)} levels deep; "
+                f"expected at most {MAX_PATH_DEPTH}"
+            )
+        if p in seen:
+            raise PackageError(f"package entry {info.filename!r} appears more than once")
+        seen.add(p)
         tops.add(p.parts[0])
         total += info.file_size
+        packed += info.compress_size
     if len(tops) != 1:
         raise PackageError(f"a package holds exactly one cell directory, got {sorted(tops)}")
     if total > MAX_PACKAGE_BYTES:
         raise PackageError(f"the package unpacks to {total} bytes; at most {MAX_PACKAGE_BYTES}")
+    if total > _RATIO_FLOOR_BYTES and total > MAX_EXPANSION_RATIO * max(packed, 1):
+        raise PackageError(
+            f"the package unpacks {packed} bytes to {total} ({total / max(packed, 1):.0f}x); "
+            f"expected at most {MAX_EXPANSION_RATIO}x"
+        )
     name = _name(tops.pop())
-    if f"{name}/{CELL_FILE}" not in {i.filename for i in infos}:
+    if PurePosixPath(name, CELL_FILE) not in seen:
         raise PackageError(f"the package has no {name}/{CELL_FILE}")
     return name, infos
+
+
+def _unpack(z: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path) -> None:
+    """Copy one entry to the new file ``dest``, never more bytes than its header declares."""
+    left = info.file_size
+    with z.open(info) as src, open(dest, "xb") as dst:
+        while chunk := src.read(min(_COPY_CHUNK, left + 1)):
+            left -= len(chunk)
+            if left < 0:
+                raise PackageError(
+                    f"package entry {info.filename!r} unpacks to more than the "
+                    f"{info.file_size} bytes its header declares"
+                )
+            dst.write(chunk)
+    if left:
+        raise PackageError(
+            f"package entry {info.filename!r} unpacks to {info.file_size - left} bytes, "
+            f"its header declares {info.file_size}"
+        )
 
 
 def install_package(
@@ -400,7 +486,7 @@ def install_package(
     root = user_cells_dir(cells_dir)
     try:
         z = zipfile.ZipFile(package)
-    except (OSError, zipfile.BadZipFile) as e:
+    except _UNPACK_ERRORS as e:
         raise PackageError(f"{package}: not a readable zip archive ({e})") from e
     with z:
         name, infos = _check_entries(z)
@@ -416,13 +502,20 @@ def install_package(
                 dest = (work / info.filename).resolve()
                 if not dest.is_relative_to(work / name):
                     raise PackageError(f"package entry {info.filename!r} lands outside the cell")
-                if info.is_dir():
-                    dest.mkdir(parents=True, exist_ok=True)
-                    continue
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                with z.open(info) as src, open(dest, "xb") as dst:
-                    shutil.copyfileobj(src, dst)
-            _read_config(work / name / CELL_FILE, name)
+                try:
+                    if info.is_dir():
+                        dest.mkdir(parents=True, exist_ok=True)
+                        continue
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    _unpack(z, info, dest)
+                except PackageError:
+                    raise
+                except _UNPACK_ERRORS as e:  # bad CRC, truncated or bad data, a file
+                    # and a directory of the same name, an unsupported or encrypted entry
+                    raise PackageError(
+                        f"package entry {info.filename!r}: cannot unpack ({type(e).__name__}: {e})"
+                    ) from e
+            _read_config(work / name / CELL_FILE, name)  # CellError: a bad cell.json
             if target.exists():
                 shutil.rmtree(target)
             (work / name).rename(target)
