@@ -265,7 +265,7 @@ def joint_torque(
     u = command.tau_ff + command.kp * (command.q_des - q) + command.kd * (command.qd_des - qd)
     u = np.clip(u, -effort_limits, effort_limits)
     wall = command.__dict__.get("_wall")
-    return u if wall is None else wall.wall(command, u, q, qd)
+    return u if wall is None else wall.wall(command.kp, command.kd, u, q, qd)
 
 
 class CommandWatchdog:

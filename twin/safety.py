@@ -46,7 +46,6 @@ import numpy as np
 
 if TYPE_CHECKING:
     from twin.kinematics.model import ArmModel
-    from twin.robot import JointCommand
 
 #: Distance (rad) inside each URDF position limit where commands stop.
 SOFT_MARGIN_RAD = 0.02
@@ -138,11 +137,11 @@ class JointLimits:
             stacked[1, j] = (ff - new_tau) / kd
 
     def wall(
-        self, command: JointCommand, u: np.ndarray, q: np.ndarray, qd: np.ndarray
+        self, kp: np.ndarray, kd: np.ndarray, u: np.ndarray, q: np.ndarray, qd: np.ndarray
     ) -> np.ndarray:
         """Rule 5: ``u`` (n,) N m bounded on the joints with ``kp = 0`` by the wall at the soft
-        limits, from the measured ``q`` (n,) rad and ``qd`` (n,) rad/s."""
-        kd = command.kd
+        limits, from the command's gains ``kp`` (n,) N m/rad, ``kd`` (n,) N m s/rad and the
+        measured ``q`` (n,) rad and ``qd`` (n,) rad/s."""
         kw = WALL_RATE_PER_S * kd
         damping = kd * qd
         hi = kw * (self._wall_hi - q) - damping
@@ -152,7 +151,7 @@ class JointLimits:
             hi = np.where(undamped, np.where(q >= self._wall_hi, 0.0, np.inf), hi)
             lo = np.where(undamped, np.where(q <= self._wall_lo, 0.0, -np.inf), lo)
         walled = np.clip(np.clip(u, lo, hi), -self.effort, self.effort)
-        return np.where(command.kp == 0.0, walled, u)
+        return np.where(kp == 0.0, walled, u)
 
 
 @functools.lru_cache(maxsize=16)

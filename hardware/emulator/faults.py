@@ -107,6 +107,21 @@ class FaultInjector:
         with self._lock:
             self._frame_drops.pop(sender, None)
 
+    def take_frame_drop(self, sender: int) -> bool:
+        """Whether the next frame of ``sender`` is to be dropped (counted, as ``apply`` counts a
+        dropped frame): for a device that builds one frame of several senders' parts (a servo's
+        block in a FAST_SYNC_READ status), where the whole-frame filter cannot see them."""
+        with self._lock:
+            left = self._frame_drops.get(sender, 0)
+            if not left:
+                return False
+            self.stats.frames_dropped += 1
+            if left == 1:
+                del self._frame_drops[sender]
+            elif left > 1:
+                self._frame_drops[sender] = left - 1
+            return True
+
     def frames_pending_drop(self, sender: int) -> int:
         """Frames of ``sender`` still to be dropped (-1: silenced)."""
         return self._frame_drops.get(sender, 0)

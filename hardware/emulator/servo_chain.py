@@ -178,6 +178,7 @@ class ServoChainEmulator:
     ) -> None:
         self.source, self.map, self.clock = source, joint_map, clock
         self.fast_read = fast_read
+        self._faults = faults
         models = model_numbers or [XTable.MODEL_NUMBER.default] * joint_map.n
         self.servos = {pid: EmulatedServo(pid, m) for pid, m in zip(joint_map.ids, models)}
         self.joint_of = {pid: j for j, pid in enumerate(joint_map.ids)}
@@ -356,8 +357,8 @@ class ServoChainEmulator:
         blocks = []
         for pid, address, length in items:
             s = self.servos.get(pid)
-            if s is None:
-                break
+            if s is None or (self._faults is not None and self._faults.take_frame_drop(pid)):
+                break  # an absent or silent servo breaks the chain: the rest never answer
             if address + length > XTable.SIZE or length == 0:
                 blocks.append(dxl.StatusPacket(pid, s.err(StatusError.ACCESS), bytes(length)))
             else:

@@ -343,4 +343,5 @@ def make_sim_source(seed: int = 0, **kwargs) -> RobotSource:
     kwargs.setdefault("physics_dt", 1e-3)
     kwargs.setdefault("control_period_s", kwargs["physics_dt"])
     kwargs.setdefault("watchdog_s", None)
+    kwargs.setdefault("joint_limits", False)  # the plant: limits are the serial side's to enforce
     return RobotSource(open_robot("sim", seed=seed, **kwargs))
