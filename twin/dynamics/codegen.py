@@ -253,7 +253,8 @@ class DynamicsCode:
         self.compiled = machine.enabled() if compiled is None else compiled
         if self.compiled:
             self._kernels = machine.kernels(model)
-            self._par = np.ascontiguousarray(model.parameters())
+            self._parameters = model.parameters().ravel()
+            self._packed: dict[bytes, np.ndarray] = {}
             self.tau, self.mass = self._tau_compiled, self._mass_compiled
             self.tau_batch, self.mass_batch = self._tau_batch_compiled, self._mass_batch_compiled
             return
@@ -289,24 +290,35 @@ class DynamicsCode:
         if not q.shape == qd.shape == qdd.shape == (self.n,):
             return None
         out = np.empty(self.n)
-        return out if self._kernels.tau_one(q, qd, qdd, gravity, self._par, out) else None
+        return out if self._kernels.tau_one(q, qd, qdd, self._par(gravity), out) else None
 
     def _mass_compiled(self, q) -> np.ndarray | None:
         q = _rows(q)
         if q.shape != (self.n,):
             return None
         out = np.empty((self.n, self.n))
-        return out if self._kernels.mass_one(q, self._par, out) else None
+        return out if self._kernels.mass_one(q, self._par(_NO_GRAVITY), out) else None
 
     def _tau_batch_compiled(self, q, qd, qdd, gravity) -> np.ndarray:
         out = np.empty(q.shape)
-        self._kernels.tau_many(*map(_rows, (q, qd, qdd)), _rows(gravity), self._par, out)
+        self._kernels.tau_many(*map(_rows, (q, qd, qdd)), self._par(gravity), out)
         return out
 
     def _mass_batch_compiled(self, q) -> np.ndarray:
         out = np.empty((len(q), self.n, self.n))
-        self._kernels.mass_many(_rows(q), self._par, out)
+        self._kernels.mass_many(_rows(q), self._par(_NO_GRAVITY), out)
         return out
+
+    def _par(self, gravity) -> np.ndarray:
+        """The kernels' ``par``: parameters then ``gravity`` (3,), one array per gravity."""
+        key = np.asarray(gravity, float).tobytes()
+        par = self._packed.get(key)
+        if par is None:
+            par = self._packed[key] = np.concatenate([self._parameters, np.frombuffer(key)])
+        return par
+
+
+_NO_GRAVITY = np.zeros(3)
 
 
 def _finite_lists(arrays: tuple, n: int) -> list[list[float]] | None:
