@@ -28,7 +28,8 @@ class ArmDynamics:
         g = np.asarray(gravity, float)
         if g.shape != (3,) or not np.all(np.isfinite(g)):
             raise ValueError(f"gravity must be 3 finite numbers (m/s^2, base frame), got {gravity}")
-        self.gravity = g
+        self.gravity = g.copy()
+        self.gravity.flags.writeable = False  # fixed: the compiled code keys on it
         self.n = arm.n_joints
 
     @classmethod

@@ -255,6 +255,7 @@ class DynamicsCode:
             self._kernels = machine.kernels(model)
             self._parameters = model.parameters().ravel()
             self._packed: dict[bytes, np.ndarray] = {}
+            self._last: tuple = (None, None)
             self.tau, self.mass = self._tau_compiled, self._mass_compiled
             self.tau_batch, self.mass_batch = self._tau_batch_compiled, self._mass_batch_compiled
             return
@@ -310,11 +311,16 @@ class DynamicsCode:
         return out
 
     def _par(self, gravity) -> np.ndarray:
-        """The kernels' ``par``: parameters then ``gravity`` (3,), one array per gravity."""
+        """The kernels' ``par``: parameters then ``gravity`` (3,), one array per gravity (the
+        last read-only gravity array also by identity: ``ArmDynamics`` keeps its own)."""
+        if gravity is self._last[0]:
+            return self._last[1]
         key = np.asarray(gravity, float).tobytes()
         par = self._packed.get(key)
         if par is None:
             par = self._packed[key] = np.concatenate([self._parameters, np.frombuffer(key)])
+        if isinstance(gravity, np.ndarray) and not gravity.flags.writeable:
+            self._last = (gravity, par)
         return par
 
 
