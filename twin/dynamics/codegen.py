@@ -301,14 +301,14 @@ class DynamicsCode:
         return out if self._kernels.mass_one(q, self._par(_NO_GRAVITY), out) else None
 
     def _tau_batch_compiled(self, q, qd, qdd, gravity) -> np.ndarray:
-        out = np.empty(q.shape)
-        self._kernels.tau_many(*map(_rows, (q, qd, qdd)), self._par(gravity), out)
-        return out
+        out = np.empty((self.n, len(q)))
+        self._kernels.tau_many(*map(_columns, (q, qd, qdd)), self._par(gravity), out)
+        return np.ascontiguousarray(out.T)
 
     def _mass_batch_compiled(self, q) -> np.ndarray:
-        out = np.empty((len(q), self.n, self.n))
-        self._kernels.mass_many(_rows(q), self._par(_NO_GRAVITY), out)
-        return out
+        out = np.empty((self.n * self.n, len(q)))
+        self._kernels.mass_many(_columns(q), self._par(_NO_GRAVITY), out)
+        return np.ascontiguousarray(out.T).reshape(-1, self.n, self.n)
 
     def _par(self, gravity) -> np.ndarray:
         """The kernels' ``par``: parameters then ``gravity`` (3,), one array per gravity (the
@@ -325,6 +325,11 @@ class DynamicsCode:
 
 
 _NO_GRAVITY = np.zeros(3)
+
+
+def _columns(a: np.ndarray) -> np.ndarray:
+    """(N, n) -> the (n, N) C-contiguous float64 copy the batched kernels take."""
+    return np.ascontiguousarray(np.asarray(a, float).T)
 
 
 def _finite_lists(arrays: tuple, n: int) -> list[list[float]] | None:

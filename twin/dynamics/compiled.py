@@ -8,8 +8,9 @@ a Python module of ``@njit(cache=True)`` kernels:
 * ``tau_one(q, qd, qdd, par, out)`` / ``mass_one(q, par, out)``: one state, (n,) inputs,
   ``out`` (n,) N m or (n, n) kg m^2; they return False (``out`` untouched) unless every input is
   finite;
-* ``tau_many(q, qd, qdd, par, out)`` / ``mass_many(q, par, out)``: (N, n) inputs, ``out``
-  (N, n) or (N, n, n), states split over the cores (``prange``).
+* ``tau_many(q, qd, qdd, par, out)`` / ``mass_many(q, par, out)``: N states as (n, N) inputs
+  (one row per joint: the loop over states vectorizes), ``out`` (n, N) or (n * n, N), states
+  split over the cores (``prange``); sin and cos by polynomials (``_SIN``).
 
 ``g`` is (3,) m/s^2 in the base frame, ``par`` (n, 10) the inertial parameters
 (``RigidBodyModel.parameters``). The module file is written once per arm (named by the hash of
@@ -64,13 +65,68 @@ def _one(lines: list[str], values: list[str], target: str) -> list[str]:
     return body + [f"    out[{target.format(k=k)}] = {v}" for k, v in enumerate(values)]
 
 
-def _many(lines: list[str], values: list[str], target: str) -> list[str]:
-    body = [_INDEXED.sub(r"\1[k, \2]", "    " + x) for x in _one(lines, [], target)]
-    stores = [
-        f"        out[k, {target.format(k=k)}] = " + _INDEXED.sub(r"\1[k, \2]", v)
-        for k, v in enumerate(values)
+#: sin and cos on [-pi/4, pi/4] (Cephes' ``sin.c``, within 2 ulp there) after a three-part
+#: reduction by pi/2 (fdlibm's constants: exact for |q| < 1e6 rad): no library calls, so that
+#: LLVM vectorizes the batched loop over states (libm's sin and cos would take most of its time).
+_SIN = (
+    1.58962301576546568060e-10,
+    -2.50507477628578072866e-8,
+    2.75573136213857245213e-6,
+    -1.98412698295895385996e-4,
+    8.33333333332211858878e-3,
+    -1.66666666666666307295e-1,
+)
+_COS = (
+    -1.13585365213876817300e-11,
+    2.08757008419747316778e-9,
+    -2.75573141792967388112e-7,
+    2.48015872888517045348e-5,
+    -1.38888888888730564116e-3,
+    4.16666666666665929218e-2,
+)
+_PIO2 = (1.57079632673412561417e00, 6.07710050630396597660e-11, 2.02226624871116645580e-21)
+_TRIG = re.compile(r"^    c(\d+) = _cos\(q\[(\d+)\]\); s\d+ = _sin\(q\[\d+\]\)$")
+
+
+def _horner(z: str, coefficients: tuple[float, ...]) -> str:
+    expr = repr(coefficients[0])
+    for c in coefficients[1:]:
+        expr = f"({expr}) * {z} + {c!r}"
+    return expr
+
+
+def _sincos(i: str, joint: str) -> list[str]:
+    """Lines setting ``c{i}``, ``s{i}`` to cos and sin of ``q[joint, k]`` (``_SIN`` doc)."""
+    p1, p2, p3 = (repr(x) for x in _PIO2)
+    return [
+        f"x = q[{joint}, k]",
+        "j = math.floor(x * 0.6366197723675814 + 0.5)",
+        f"r = ((x - j * {p1}) - j * {p2}) - j * {p3}",
+        "z = r * r",
+        f"sp = r + r * z * ({_horner('z', _SIN)})",
+        f"cp = 1.0 - 0.5 * z + z * z * ({_horner('z', _COS)})",
+        "m = j - 4.0 * math.floor(j * 0.25)",
+        "odd = (m == 1.0) | (m == 3.0)",
+        "sv = cp if odd else sp",
+        "cv = sp if odd else cp",
+        f"s{i} = -sv if m >= 2.0 else sv",
+        f"c{i} = -cv if (m == 1.0) | (m == 2.0) else cv",
     ]
-    return ["    for k in prange(q.shape[0]):", *body, *stores]
+
+
+def _many(lines: list[str], values: list[str]) -> list[str]:
+    """The batched loop: inputs (n, N), ``out[v, k]`` the v-th value of state k."""
+    body = []
+    for x in lines:
+        trig = _TRIG.match(x)
+        if trig:
+            body += ["        " + y for y in _sincos(*trig.groups())]
+        else:
+            body.append("    " + _INDEXED.sub(r"\1[\2, k]", x))
+    stores = [
+        f"        out[{k}, k] = " + _INDEXED.sub(r"\1[\2, k]", v) for k, v in enumerate(values)
+    ]
+    return ["    for k in prange(q.shape[1]):", *body, *stores]
 
 
 def source(model: RigidBodyModel) -> str:
@@ -90,9 +146,9 @@ def source(model: RigidBodyModel) -> str:
     out += _finite_check(("q",), n) + _one(mass_lines, entries, cell)
     out += ["    return True", "", ""]
     out += _header(n, "tau_many(q, qd, qdd, par, out)", "(N, n) states.", True)
-    out += gravity + _many(tau_lines, taus, "{k}") + ["", ""]
+    out += gravity + _many(tau_lines, taus) + ["", ""]
     out += _header(n, "mass_many(q, par, out)", "(N, n) states.", True)
-    out += _many(mass_lines, entries, cell)
+    out += _many(mass_lines, entries)
     return "\n".join(out) + "\n"
 
 
