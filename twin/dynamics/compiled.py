@@ -61,7 +61,12 @@ def _finite_check(names: tuple[str, ...], n: int) -> list[str]:
 
 
 def _one(lines: list[str], values: list[str], target: str) -> list[str]:
-    body = [x.replace("_cos(", "math.cos(").replace("_sin(", "math.sin(") for x in lines]
+    """One state: the same arithmetic as ``_many`` (sin and cos too), so that a single call
+    and a batch give the same bits."""
+    body = []
+    for x in lines:
+        trig = _TRIG.match(x)
+        body += ["    " + y for y in _sincos(trig[1], f"q[{trig[2]}]")] if trig else [x]
     return body + [f"    out[{target.format(k=k)}] = {v}" for k, v in enumerate(values)]
 
 
@@ -95,11 +100,11 @@ def _horner(z: str, coefficients: tuple[float, ...]) -> str:
     return expr
 
 
-def _sincos(i: str, joint: str) -> list[str]:
-    """Lines setting ``c{i}``, ``s{i}`` to cos and sin of ``q[joint, k]`` (``_SIN`` doc)."""
+def _sincos(i: str, angle: str) -> list[str]:
+    """Lines setting ``c{i}``, ``s{i}`` to cos and sin of ``angle`` (``_SIN`` doc)."""
     p1, p2, p3 = (repr(x) for x in _PIO2)
     return [
-        f"x = q[{joint}, k]",
+        f"x = {angle}",
         "j = math.floor(x * 0.6366197723675814 + 0.5)",
         f"r = ((x - j * {p1}) - j * {p2}) - j * {p3}",
         "z = r * r",
@@ -120,7 +125,7 @@ def _many(lines: list[str], values: list[str]) -> list[str]:
     for x in lines:
         trig = _TRIG.match(x)
         if trig:
-            body += ["        " + y for y in _sincos(*trig.groups())]
+            body += ["        " + y for y in _sincos(trig[1], f"q[{trig[2]}, k]")]
         else:
             body.append("    " + _INDEXED.sub(r"\1[\2, k]", x))
     stores = [
