@@ -306,9 +306,9 @@ class DynamicsCode:
         return np.ascontiguousarray(out.T)
 
     def _mass_batch_compiled(self, q) -> np.ndarray:
-        out = np.empty((self.n * self.n, len(q)))
+        out = np.empty((len(q), self.n * self.n))
         self._kernels.mass_many(_columns(q), self._par(_NO_GRAVITY), out)
-        return np.ascontiguousarray(out.T).reshape(-1, self.n, self.n)
+        return out.reshape(-1, self.n, self.n)
 
     def _par(self, gravity) -> np.ndarray:
         """The kernels' ``par``: parameters then ``gravity`` (3,), one array per gravity (the

@@ -9,8 +9,9 @@ a Python module of ``@njit(cache=True)`` kernels:
   ``out`` (n,) N m or (n, n) kg m^2; they return False (``out`` untouched) unless every input is
   finite;
 * ``tau_many(q, qd, qdd, par, out)`` / ``mass_many(q, par, out)``: N states as (n, N) inputs
-  (one row per joint: the loop over states vectorizes), ``out`` (n, N) or (n * n, N), states
-  split over the cores (``prange``); sin and cos by polynomials (``_SIN``).
+  (one row per joint: the loop over states vectorizes), ``out`` (n, N) or (N, n * n) (the
+  layouts measured fastest, ``bench_dynamics``), states split over the cores (``prange``); sin
+  and cos by polynomials (``_SIN``).
 
 ``g`` is (3,) m/s^2 in the base frame, ``par`` (n, 10) the inertial parameters
 (``RigidBodyModel.parameters``). The module file is written once per arm (named by the hash of
@@ -119,8 +120,9 @@ def _sincos(i: str, angle: str) -> list[str]:
     ]
 
 
-def _many(lines: list[str], values: list[str]) -> list[str]:
-    """The batched loop: inputs (n, N), ``out[v, k]`` the v-th value of state k."""
+def _many(lines: list[str], values: list[str], store: str) -> list[str]:
+    """The batched loop: inputs (n, N), ``store`` (``out[{v}, k]`` or ``out[k, {v}]``) the
+    v-th value of state k."""
     body = []
     for x in lines:
         trig = _TRIG.match(x)
@@ -129,7 +131,8 @@ def _many(lines: list[str], values: list[str]) -> list[str]:
         else:
             body.append("    " + _INDEXED.sub(r"\1[\2, k]", x))
     stores = [
-        f"        out[{k}, k] = " + _INDEXED.sub(r"\1[\2, k]", v) for k, v in enumerate(values)
+        f"        {store.format(v=k)} = " + _INDEXED.sub(r"\1[\2, k]", v)
+        for k, v in enumerate(values)
     ]
     return ["    for k in prange(q.shape[1]):", *body, *stores]
 
@@ -151,9 +154,9 @@ def source(model: RigidBodyModel) -> str:
     out += _finite_check(("q",), n) + _one(mass_lines, entries, cell)
     out += ["    return True", "", ""]
     out += _header(n, "tau_many(q, qd, qdd, par, out)", "(N, n) states.", True)
-    out += gravity + _many(tau_lines, taus) + ["", ""]
+    out += gravity + _many(tau_lines, taus, "out[{v}, k]") + ["", ""]
     out += _header(n, "mass_many(q, par, out)", "(N, n) states.", True)
-    out += _many(mass_lines, entries)
+    out += _many(mass_lines, entries, "out[k, {v}]")
     return "\n".join(out) + "\n"
 
 
