@@ -19,7 +19,8 @@ in and the terms that are exactly zero dropped:
 (one state) and on numpy arrays of N states (batches), compiled twice with the matching
 ``cos``/``sin``. The mass matrix is the same recursion with no velocity, no gravity and a unit
 acceleration of each joint in turn (constants again, so only the non-zero terms remain).
-Results equal ``rnea`` (the vectorised reference) to rounding.
+Results equal ``rnea`` (the vectorised reference) to rounding. ``compiled`` turns the same
+lines into numba kernels; ``DynamicsCode`` runs those when numba is installed.
 """
 
 from __future__ import annotations
