@@ -8,13 +8,18 @@ Figures: the median single call of ours (a (6,) state) and of PyBullet; our batc
 (states/s over a batch of N) against PyBullet's per-call rate; the largest relative difference
 of the results (rounding: about 1e-15). Targets from the issue: single call faster than
 PyBullet's, batch >= 50x PyBullet's per-call rate. Single calls are medians; batch rates the best
-of several rounds (the machine may be shared). Ours is Python (generated float code,
-``twin.dynamics.codegen``, on floats or numpy arrays); PyBullet's is one C++ call.
+of several rounds (the machine may be shared). Ours is the generated code of
+``twin.dynamics.codegen``, compiled by numba (``twin.dynamics.compiled``) when it is installed,
+else Python on floats or numpy arrays (the "backend" figure); PyBullet's is one C++ call. The
+warm-up (building the code, and numba's load from its disk cache or first compile) is timed
+apart, once, and is not in any per-call figure.
 
     python -m twin.benchmarks.bench_dynamics [--quick] [--seed N]
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pybullet as pb
@@ -55,6 +60,12 @@ def main() -> None:
     finally:
         pb.disconnect(client)
     one = (q[0], qd[0], qdd[0])
+    warm = time.perf_counter()
+    for x in (one, (q[:2], qd[:2], qdd[:2])):
+        dyn.inverse_dynamics(*x)
+        dyn.mass_matrix(x[0])
+    warm = time.perf_counter() - warm
+    backend = "numba" if dyn.bodies.code.compiled else "python"
     our_id = float(np.median(time_calls(lambda: dyn.inverse_dynamics(*one), repeats)))
     our_mm = float(np.median(time_calls(lambda: dyn.mass_matrix(one[0]), repeats)))
     rounds = 5 if args.quick else 20
@@ -80,9 +91,12 @@ def main() -> None:
         rows,
     )
     print(f"max relative difference: inverse dynamics {err_id:.2g}, mass matrix {err_mm:.2g}")
+    print(f"backend {backend}; warm-up (build, load or compile; once per process) {warm:.3g} s")
     emit_json(
         "dynamics",
         {
+            "backend": backend,
+            "warmup_s": warm,
             "batch": batch,
             "id_single_us": rows[0][2],
             "id_pybullet_us": rows[0][3],

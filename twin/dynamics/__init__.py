@@ -1,7 +1,9 @@
-"""Rigid-body dynamics of the arm from its URDF inertials (pure Python and numpy, batched).
+"""Rigid-body dynamics of the arm from its URDF inertials (single states and batches).
 
 Modules: ``model`` (the moving bodies, payloads), ``codegen`` (generated inverse dynamics and
-mass matrix: what ``ArmDynamics`` runs), ``rnea`` (vectorised reference kernels), ``derived``
+mass matrix: what ``ArmDynamics`` runs), ``compiled`` (that code compiled by numba when it is
+installed, ``pip install 'twin[fast]'``; else it runs as Python and numpy), ``rnea``
+(vectorised reference kernels), ``derived``
 (gravity, Coriolis, forward dynamics, regressor), ``observer`` (generalized-momentum observer of
 external joint torques).
 

@@ -2,14 +2,14 @@
 
 Every method takes joint arrays (n,) or (N, n) in ``model.joint_names`` order (rad, rad/s,
 rad/s^2, N m) and returns the same leading shape; gravity is (3,) m/s^2 in the base frame
-(default ``GRAVITY``, the sim's). No joint friction or damping is modelled. One state runs the
-generated float code (``codegen``: tens of microseconds), a batch the same code on arrays.
+(default ``GRAVITY``, the sim's). No joint friction or damping is modelled. The generated code
+(``codegen``) runs compiled by numba when it is installed (``compiled``: about a microsecond a
+call), else as Python on floats (one state: tens of microseconds) or numpy arrays (batches).
 """
 
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
@@ -28,7 +28,8 @@ class ArmDynamics:
         g = np.asarray(gravity, float)
         if g.shape != (3,) or not np.all(np.isfinite(g)):
             raise ValueError(f"gravity must be 3 finite numbers (m/s^2, base frame), got {gravity}")
-        self.gravity = g
+        self.gravity = g.copy()
+        self.gravity.flags.writeable = False  # fixed: the compiled code keys on it
         self.n = arm.n_joints
 
     @classmethod
@@ -55,8 +56,11 @@ class ArmDynamics:
     def mass_matrix(self, q) -> np.ndarray:
         """``M(q)`` (n, n) or (N, n, n) kg m^2."""
         code = self.bodies.code
+        out = code.mass(q)  # None unless one state of n finite numbers
+        if out is not None:
+            return out
         if np.ndim(q) == 1:
-            return code.mass(*self._lists((q,)))
+            self._refuse((q,))
         return code.mass_batch(*self._inputs((q,)))
 
     def gravity_torques(self, q) -> np.ndarray:
@@ -104,21 +108,19 @@ class ArmDynamics:
             raise ValueError(f"joint arrays must share one shape, got {[a.shape for a in out]}")
         return [np.atleast_2d(a) for a in out]
 
-    def _lists(self, arrays: tuple) -> list[list[float]]:
-        """One state's joint arrays as lists of n finite floats (the cheap check of a single
-        call; anything unusual goes through ``_inputs`` for its message)."""
-        out = []
-        for a in arrays:
-            values = np.asarray(a, float).tolist()
-            if len(values) != self.n or not all(map(math.isfinite, values)):
-                self._inputs(arrays)  # raises, naming the array
-            out.append(values)
-        return out
+    def _refuse(self, arrays: tuple) -> None:
+        """Raise the message of ``_inputs`` for a single state the generated code refused (not
+        n finite numbers each)."""
+        self._inputs(arrays)
+        raise ValueError(f"expected {self.n} finite joint values per array, got {arrays}")
 
     def _torques(self, q, qd, qdd, gravity: np.ndarray) -> np.ndarray:
         code = self.bodies.code
+        out = code.tau(q, qd, qdd, gravity)  # None unless one state of n finite numbers each
+        if out is not None:
+            return out
         if np.ndim(q) == 1 and np.ndim(qd) == 1 and np.ndim(qdd) == 1:
-            return code.tau(*self._lists((q, qd, qdd)), gravity.tolist())
+            self._refuse((q, qd, qdd))
         return code.tau_batch(*self._inputs((q, qd, qdd)), gravity)
 
     def _call(self, fn, arrays: tuple, *extra) -> np.ndarray:

@@ -19,7 +19,8 @@ in and the terms that are exactly zero dropped:
 (one state) and on numpy arrays of N states (batches), compiled twice with the matching
 ``cos``/``sin``. The mass matrix is the same recursion with no velocity, no gravity and a unit
 acceleration of each joint in turn (constants again, so only the non-zero terms remain).
-Results equal ``rnea`` (the vectorised reference) to rounding.
+Results equal ``rnea`` (the vectorised reference) to rounding. ``compiled`` turns the same
+lines into numba kernels; ``DynamicsCode`` runs those when numba is installed.
 """
 
 from __future__ import annotations
@@ -120,9 +121,30 @@ def _rotations(w: _Code, model: RigidBodyModel) -> list[tuple[list, list]]:
     return out
 
 
-def _rnea(w: _Code, model: RigidBodyModel, frames, qd: list, qdd: list, g: list) -> list[Value]:
-    """Emit the recursion (module doc) for joint rates ``qd``, ``qdd`` and gravity ``g`` given
-    as values (names or constants: zeros fold away); returns the n torque values."""
+def constant_inertials(model: RigidBodyModel) -> list[tuple[Value, list, list]]:
+    """Per body ``(m, h (3), I_o (3x3))`` as constants (folded into the code)."""
+    return [
+        (b.mass, _consts(b.mass * b.com), _consts(b.inertia_about(np.zeros(3))))
+        for b in model.inertials
+    ]
+
+
+def symbolic_inertials(n: int, name: str = "P") -> list[tuple[Value, list, list]]:
+    """Per body ``(m, h, I_o)`` as names ``{name}{i}_{k}``, k in ``PARAMETER_NAMES`` order (the
+    code then takes the parameters as inputs: one code for every payload)."""
+    out = []
+    for i in range(n):
+        m, hx, hy, hz, ixx, ixy, ixz, iyy, iyz, izz = (f"{name}{i}_{k}" for k in range(10))
+        out.append((m, [hx, hy, hz], [[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]]))
+    return out
+
+
+def _rnea(
+    w: _Code, model: RigidBodyModel, frames, qd: list, qdd: list, g: list, inertials: list
+) -> list[Value]:
+    """Emit the recursion (module doc) for joint rates ``qd``, ``qdd``, gravity ``g`` and body
+    ``inertials`` (``constant_inertials`` or ``symbolic_inertials``) given as values (names or
+    constants: zeros fold away); returns the n torque values."""
     n = model.n
     zero3: list[Value] = [0.0, 0.0, 0.0]
     w_prev, wd_prev = zero3, zero3
@@ -136,9 +158,7 @@ def _rnea(w: _Code, model: RigidBodyModel, frames, qd: list, qdd: list, g: list)
         alpha = w.vsum(w.matvec(r, wd_prev, transpose=True), w.scale(qdd[i], z), w.cross(wp, zqd))
         acc_parent = w.vsum(a_prev, w.cross(wd_prev, p), w.cross(w_prev, w.cross(w_prev, p)))
         acc = w.matvec(r, acc_parent, transpose=True)
-        body = model.inertials[i]
-        m, h = body.mass, _consts(body.mass * body.com)
-        inertia = _consts(body.inertia_about(np.zeros(3)))
+        m, h, inertia = inertials[i]
         forces.append(w.vsum(w.scale(m, acc), w.cross(alpha, h), w.cross(omega, w.cross(omega, h))))
         moments.append(
             w.vsum(
@@ -158,29 +178,45 @@ def _rnea(w: _Code, model: RigidBodyModel, frames, qd: list, qdd: list, g: list)
     return taus
 
 
-def _listing(w: _Code, values: list[Value]) -> str:
-    return ", ".join(v if isinstance(v, str) else w.literal(v) for v in values)
+def _listing(w: _Code, values: list[Value]) -> list[str]:
+    return [v if isinstance(v, str) else w.literal(v) for v in values]
 
 
-def source(model: RigidBodyModel) -> str:
-    """The generated ``tau(q, qd, qdd, g0, g1, g2)`` and ``mass(q)`` (module doc)."""
+def tau_body(model: RigidBodyModel, inertials: list) -> tuple[list[str], list[str]]:
+    """The lines (4-space indented) of inverse dynamics in the names ``q[i]``, ``qd[i]``,
+    ``qdd[i]``, ``g0, g1, g2`` (and those of ``inertials``), and the n torque expressions."""
     n = model.n
     w = _Code()
     frames = _rotations(w, model)
     symbolic = lambda name: [f"{name}[{i}]" for i in range(n)]  # noqa: E731
-    taus = _rnea(w, model, frames, symbolic("qd"), symbolic("qdd"), ["g0", "g1", "g2"])
-    tau_src = "\n".join(w.lines) + f"\n    return _out([{_listing(w, taus)}])\n"
+    taus = _rnea(w, model, frames, symbolic("qd"), symbolic("qdd"), ["g0", "g1", "g2"], inertials)
+    return w.lines, _listing(w, taus)
+
+
+def mass_body(model: RigidBodyModel, inertials: list) -> tuple[list[str], list[str]]:
+    """The lines of the mass matrix in the names ``q[i]`` (and those of ``inertials``), and its
+    n * n entries row by row (column j: a unit acceleration of joint j, no velocity, no
+    gravity; the upper triangle mirrored)."""
+    n = model.n
     m = _Code()
     frames = _rotations(m, model)
     entries: list[list[Value]] = [[0.0] * n for _ in range(n)]
-    for j in range(n):  # column j: unit acceleration of joint j, no velocity, no gravity
-        col = _rnea(
-            m, model, frames, [0.0] * n, [1.0 if k == j else 0.0 for k in range(n)], [0.0] * 3
-        )
+    for j in range(n):
+        unit = [1.0 if k == j else 0.0 for k in range(n)]
+        col = _rnea(m, model, frames, [0.0] * n, unit, [0.0] * 3, inertials)
         for i in range(j + 1):
             entries[i][j] = entries[j][i] = col[i]
     flat = [entries[i][j] for i in range(n) for j in range(n)]
-    mass_src = "\n".join(m.lines) + f"\n    return _square([{_listing(m, flat)}])\n"
+    return m.lines, _listing(m, flat)
+
+
+def source(model: RigidBodyModel) -> str:
+    """The generated ``tau(q, qd, qdd, g0, g1, g2)`` and ``mass(q)`` (module doc)."""
+    consts = constant_inertials(model)
+    lines, taus = tau_body(model, consts)
+    tau_src = "\n".join(lines) + f"\n    return _out([{', '.join(taus)}])\n"
+    lines, flat = mass_body(model, consts)
+    mass_src = "\n".join(lines) + f"\n    return _square([{', '.join(flat)}])\n"
     return f"def tau(q, qd, qdd, g0, g1, g2):\n{tau_src}\n\ndef mass(q):\n{mass_src}"
 
 
@@ -201,32 +237,120 @@ def _square_batch(values: list) -> np.ndarray:
 class DynamicsCode:
     """The generated dynamics of ``model`` (inputs not checked here):
 
-    * ``tau(q, qd, qdd, gravity)``: lists of n floats (rad, rad/s, rad/s^2; gravity (3,)
-      m/s^2) -> (n,) N m; ``tau_batch`` the same for (N, n) arrays -> (N, n);
-    * ``mass(q)`` -> (n, n) kg m^2 (column j: the torques of a unit acceleration of joint j,
-      the upper triangle mirrored); ``mass_batch`` for (N, n) -> (N, n, n).
+    * ``tau(q, qd, qdd, gravity)``: one state (n,) each (rad, rad/s, rad/s^2; gravity (3,)
+      m/s^2) -> (n,) N m, or None unless every input is finite; ``tau_batch`` the same for
+      (N, n) arrays -> (N, n);
+    * ``mass(q)`` -> (n, n) kg m^2 (or None), ``mass_batch`` for (N, n) -> (N, n, n).
+
+    With numba (``compiled.enabled``, or ``compiled=True``) these run the compiled kernels of
+    ``twin.dynamics.compiled``; otherwise the generated Python source on floats (one state) or
+    on numpy arrays (batches). ``self.compiled`` says which.
     """
 
-    def __init__(self, model: RigidBodyModel) -> None:
+    def __init__(self, model: RigidBodyModel, compiled: bool | None = None) -> None:
+        from twin.dynamics import compiled as machine
+
+        self.n = model.n
+        self.compiled = machine.enabled() if compiled is None else compiled
+        if self.compiled:
+            self._kernels = machine.kernels(model)
+            self._parameters = model.parameters().ravel()
+            self._packed: dict[bytes, np.ndarray] = {}
+            self._last: tuple = (None, None)
+            self.tau, self.mass = self._tau_compiled, self._mass_compiled
+            self.tau_batch, self.mass_batch = self._tau_batch_compiled, self._mass_batch_compiled
+            return
         self.source = source(model)
         code = compile(self.source, "<twin.dynamics generated>", "exec")
         scalar = {"_cos": math.cos, "_sin": math.sin, "_out": np.array, "_square": _square_one}
         vector = {"_cos": np.cos, "_sin": np.sin, "_out": _stack, "_square": _square_batch}
         exec(code, scalar)
         exec(code, vector)
-        self._tau: Callable = scalar["tau"]
-        self._tau_batch: Callable = vector["tau"]
-        self.mass: Callable[[list], np.ndarray] = scalar["mass"]
-        self._mass_batch: Callable = vector["mass"]
+        self._tau, self._tau_batch = scalar["tau"], vector["tau"]
+        self._mass, self._mass_batch = scalar["mass"], vector["mass"]
+        self.tau, self.mass = self._tau_python, self._mass_python
+        self.tau_batch, self.mass_batch = self._tau_batch_python, self._mass_batch_python
 
-    def tau(self, q, qd, qdd, gravity) -> np.ndarray:
-        return self._tau(q, qd, qdd, *gravity)
+    # ------------------------------------------------------------ generated Python
+    def _tau_python(self, q, qd, qdd, gravity) -> np.ndarray | None:
+        lists = _finite_lists((q, qd, qdd), self.n)
+        return None if lists is None else self._tau(*lists, *gravity.tolist())
 
-    def tau_batch(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, gravity) -> np.ndarray:
+    def _mass_python(self, q) -> np.ndarray | None:
+        lists = _finite_lists((q,), self.n)
+        return None if lists is None else self._mass(*lists)
+
+    def _tau_batch_python(self, q, qd, qdd, gravity) -> np.ndarray:
         return _chunked(lambda *x: self._tau_batch(*x, *gravity), q, qd, qdd)
 
-    def mass_batch(self, q: np.ndarray) -> np.ndarray:
+    def _mass_batch_python(self, q) -> np.ndarray:
         return _chunked(self._mass_batch, q)
+
+    # ------------------------------------------------------------ compiled kernels
+    def _tau_compiled(self, q, qd, qdd, gravity) -> np.ndarray | None:
+        q, qd, qdd = _rows(q), _rows(qd), _rows(qdd)
+        if not q.shape == qd.shape == qdd.shape == (self.n,):
+            return None
+        out = np.empty(self.n)
+        return out if self._kernels.tau_one(q, qd, qdd, self._par(gravity), out) else None
+
+    def _mass_compiled(self, q) -> np.ndarray | None:
+        q = _rows(q)
+        if q.shape != (self.n,):
+            return None
+        out = np.empty((self.n, self.n))
+        return out if self._kernels.mass_one(q, self._par(_NO_GRAVITY), out) else None
+
+    def _tau_batch_compiled(self, q, qd, qdd, gravity) -> np.ndarray:
+        out = np.empty((self.n, len(q)))
+        self._kernels.tau_many(*map(_columns, (q, qd, qdd)), self._par(gravity), out)
+        return np.ascontiguousarray(out.T)
+
+    def _mass_batch_compiled(self, q) -> np.ndarray:
+        out = np.empty((len(q), self.n * self.n))
+        self._kernels.mass_many(_columns(q), self._par(_NO_GRAVITY), out)
+        return out.reshape(-1, self.n, self.n)
+
+    def _par(self, gravity) -> np.ndarray:
+        """The kernels' ``par``: parameters then ``gravity`` (3,), one array per gravity (the
+        last read-only gravity array also by identity: ``ArmDynamics`` keeps its own)."""
+        if gravity is self._last[0]:
+            return self._last[1]
+        key = np.asarray(gravity, float).tobytes()
+        par = self._packed.get(key)
+        if par is None:
+            par = self._packed[key] = np.concatenate([self._parameters, np.frombuffer(key)])
+        if isinstance(gravity, np.ndarray) and not gravity.flags.writeable:
+            self._last = (gravity, par)
+        return par
+
+
+_NO_GRAVITY = np.zeros(3)
+
+
+def _columns(a: np.ndarray) -> np.ndarray:
+    """(N, n) -> the (n, N) C-contiguous float64 copy the batched kernels take."""
+    return np.ascontiguousarray(np.asarray(a, float).T)
+
+
+def _finite_lists(arrays: tuple, n: int) -> list[list[float]] | None:
+    """One state's joint arrays as lists of n finite floats, or None."""
+    if any(np.ndim(a) != 1 for a in arrays):
+        return None
+    out = []
+    for a in arrays:
+        values = np.asarray(a, float).tolist()
+        if len(values) != n or not all(map(math.isfinite, values)):
+            return None
+        out.append(values)
+    return out
+
+
+def _rows(a) -> np.ndarray:
+    """``a`` as a writable C-contiguous float64 array: the one array type the kernels are
+    compiled for (a read-only or strided array would be another type, another compile)."""
+    a = np.ascontiguousarray(a, float)
+    return a if a.flags.writeable else a.copy()
 
 
 #: States per pass of a batch: the generated code's few hundred temporaries then stay in the

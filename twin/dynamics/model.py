@@ -145,7 +145,8 @@ class RigidBodyModel:
     @cached_property
     def code(self):
         """The generated single-state and batched dynamics (``codegen.DynamicsCode``), built
-        on first use (about 0.1 s)."""
+        on first use (about 0.1 s; with numba, loading its compiled kernels about a second, and
+        compiling them tens of seconds the first time on a machine)."""
         from twin.dynamics.codegen import DynamicsCode
 
         return DynamicsCode(self)

@@ -1,0 +1,207 @@
+"""The generated dynamics compiled to machine code with numba (optional: ``pip install numba``).
+
+``codegen`` writes inverse dynamics and the mass matrix as straight-line arithmetic; here the
+same lines, with the kinematic constants folded in but the body inertial parameters left as an
+input (``codegen.symbolic_inertials``: one compiled code serves every payload of an arm), become
+a Python module of ``@njit(cache=True)`` kernels:
+
+* ``tau_one(q, qd, qdd, par, out)`` / ``mass_one(q, par, out)``: one state, (n,) inputs,
+  ``out`` (n,) N m or (n, n) kg m^2; they return False (``out`` untouched) unless every input is
+  finite;
+* ``tau_many(q, qd, qdd, par, out)`` / ``mass_many(q, par, out)``: N states as (n, N) inputs
+  (one row per joint: the loop over states vectorizes), ``out`` (n, N) or (N, n * n) (the
+  layouts measured fastest, ``bench_dynamics``), states split over the cores (``prange``); sin
+  and cos by polynomials (``_SIN``).
+
+``g`` is (3,) m/s^2 in the base frame, ``par`` (n, 10) the inertial parameters
+(``RigidBodyModel.parameters``). The module file is written once per arm (named by the hash of
+its source) to ``$TWIN_CACHE_DIR`` (default ``~/.cache/twin``), so that numba's cache beside it
+keeps the machine code: the compile (tens of seconds) is paid once per machine, later processes
+load it in well under a second. ``TWIN_DYNAMICS_COMPILED=0`` turns this off (the pure
+Python/numpy code of ``codegen`` runs instead), as does numba being absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+from twin.dynamics import codegen
+from twin.dynamics.model import RigidBodyModel
+
+_PARAMETERS = 10
+_INDEXED = re.compile(r"\b(qdd|qd|q)\[(\d+)\]")
+
+
+def enabled() -> bool:
+    """Whether compiled kernels are wanted (``TWIN_DYNAMICS_COMPILED`` not "0") and numba is
+    importable."""
+    if os.environ.get("TWIN_DYNAMICS_COMPILED", "1") == "0":
+        return False
+    return importlib.util.find_spec("numba") is not None
+
+
+def _header(n: int, inputs: str, doc: str, parallel: bool) -> list[str]:
+    flags = "cache=True, nogil=True" + (", parallel=True" if parallel else "")
+    lines = [f"@njit({flags})", f"def {inputs}:", f'    """{doc}"""']
+    lines += [
+        f"    P{i}_{k} = par[{_PARAMETERS * i + k}]" for i in range(n) for k in range(_PARAMETERS)
+    ]
+    return lines
+
+
+def _finite_check(names: tuple[str, ...], n: int) -> list[str]:
+    test = " and ".join(f"math.isfinite({a}[i])" for a in names)
+    return [f"    for i in range({n}):", f"        if not ({test}):", "            return False"]
+
+
+def _one(lines: list[str], values: list[str], target: str) -> list[str]:
+    """One state: the same arithmetic as ``_many`` (sin and cos too), so that a single call
+    and a batch give the same bits."""
+    body = []
+    for x in lines:
+        trig = _TRIG.match(x)
+        body += ["    " + y for y in _sincos(trig[1], f"q[{trig[2]}]")] if trig else [x]
+    return body + [f"    out[{target.format(k=k)}] = {v}" for k, v in enumerate(values)]
+
+
+#: sin and cos on [-pi/4, pi/4] (Cephes' ``sin.c``, within 2 ulp there) after a three-part
+#: reduction by pi/2 (fdlibm's constants: exact for |q| < 1e6 rad): no library calls, so that
+#: LLVM vectorizes the batched loop over states (libm's sin and cos would take most of its time).
+_SIN = (
+    1.58962301576546568060e-10,
+    -2.50507477628578072866e-8,
+    2.75573136213857245213e-6,
+    -1.98412698295895385996e-4,
+    8.33333333332211858878e-3,
+    -1.66666666666666307295e-1,
+)
+_COS = (
+    -1.13585365213876817300e-11,
+    2.08757008419747316778e-9,
+    -2.75573141792967388112e-7,
+    2.48015872888517045348e-5,
+    -1.38888888888730564116e-3,
+    4.16666666666665929218e-2,
+)
+_PIO2 = (1.57079632673412561417e00, 6.07710050630396597660e-11, 2.02226624871116645580e-21)
+_TRIG = re.compile(r"^    c(\d+) = _cos\(q\[(\d+)\]\); s\d+ = _sin\(q\[\d+\]\)$")
+
+
+def _horner(z: str, coefficients: tuple[float, ...]) -> str:
+    expr = repr(coefficients[0])
+    for c in coefficients[1:]:
+        expr = f"({expr}) * {z} + {c!r}"
+    return expr
+
+
+def _sincos(i: str, angle: str) -> list[str]:
+    """Lines setting ``c{i}``, ``s{i}`` to cos and sin of ``angle`` (``_SIN`` doc)."""
+    p1, p2, p3 = (repr(x) for x in _PIO2)
+    return [
+        f"x = {angle}",
+        "j = math.floor(x * 0.6366197723675814 + 0.5)",
+        f"r = ((x - j * {p1}) - j * {p2}) - j * {p3}",
+        "z = r * r",
+        f"sp = r + r * z * ({_horner('z', _SIN)})",
+        f"cp = 1.0 - 0.5 * z + z * z * ({_horner('z', _COS)})",
+        "m = j - 4.0 * math.floor(j * 0.25)",
+        "odd = (m == 1.0) | (m == 3.0)",
+        "sv = cp if odd else sp",
+        "cv = sp if odd else cp",
+        f"s{i} = -sv if m >= 2.0 else sv",
+        f"c{i} = -cv if (m == 1.0) | (m == 2.0) else cv",
+    ]
+
+
+def _many(lines: list[str], values: list[str], store: str) -> list[str]:
+    """The batched loop: inputs (n, N), ``store`` (``out[{v}, k]`` or ``out[k, {v}]``) the
+    v-th value of state k."""
+    body = []
+    for x in lines:
+        trig = _TRIG.match(x)
+        if trig:
+            body += ["        " + y for y in _sincos(trig[1], f"q[{trig[2]}, k]")]
+        else:
+            body.append("    " + _INDEXED.sub(r"\1[\2, k]", x))
+    stores = [
+        f"        {store.format(v=k)} = " + _INDEXED.sub(r"\1[\2, k]", v)
+        for k, v in enumerate(values)
+    ]
+    return ["    for k in prange(q.shape[1]):", *body, *stores]
+
+
+def source(model: RigidBodyModel) -> str:
+    """The kernels' module source (module doc)."""
+    n = model.n
+    par = codegen.symbolic_inertials(n)
+    tau_lines, taus = codegen.tau_body(model, par)
+    mass_lines, entries = codegen.mass_body(model, par)
+    gravity = [f"    g{k} = par[{_PARAMETERS * n + k}]" for k in range(3)]
+    cell = "{k} // " + str(n) + ", {k} % " + str(n)
+    out = ["# Generated by twin.dynamics.compiled: do not edit.", "import math", ""]
+    out += ["from numba import njit, prange", "", ""]
+    out += _header(n, "tau_one(q, qd, qdd, par, out)", "One state (module doc).", False)
+    out += _finite_check(("q", "qd", "qdd"), n) + gravity + _one(tau_lines, taus, "{k}")
+    out += ["    return True", "", ""]
+    out += _header(n, "mass_one(q, par, out)", "One state (module doc).", False)
+    out += _finite_check(("q",), n) + _one(mass_lines, entries, cell)
+    out += ["    return True", "", ""]
+    out += _header(n, "tau_many(q, qd, qdd, par, out)", "(N, n) states.", True)
+    out += gravity + _many(tau_lines, taus, "out[{v}, k]") + ["", ""]
+    out += _header(n, "mass_many(q, par, out)", "(N, n) states.", True)
+    out += _many(mass_lines, entries, "out[k, {v}]")
+    return "\n".join(out) + "\n"
+
+
+def _cache_dir() -> Path:
+    """``$TWIN_CACHE_DIR``, else ``~/.cache/twin``, else a per-user temporary directory."""
+    env = os.environ.get("TWIN_CACHE_DIR")
+    candidates = [Path(env)] if env else []
+    candidates += [
+        Path.home() / ".cache" / "twin",
+        Path(tempfile.gettempdir()) / f"twin-{os.getuid()}",
+    ]
+    for path in candidates:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(path, os.W_OK):
+            return path
+    raise OSError(f"no writable cache directory for the compiled dynamics among {candidates}")
+
+
+def kernels(model: RigidBodyModel) -> ModuleType:
+    """The compiled kernels of ``model``'s arm (module doc), shared by every payload; raises
+    ``ImportError`` without numba. The first call of each kernel on a machine compiles it (then
+    cached on disk)."""
+    if model.arm not in _LOADED:
+        _LOADED[model.arm] = _load(model)
+    return _LOADED[model.arm]
+
+
+_LOADED: dict = {}
+
+
+def _load(model: RigidBodyModel) -> ModuleType:
+    import numba  # noqa: F401  (fail here, clearly, when numba is absent)
+
+    text = source(model)
+    name = "twin_dynamics_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = _cache_dir() / f"{name}.py"
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # numba's cache re-imports it by name
+    spec.loader.exec_module(module)
+    return module
