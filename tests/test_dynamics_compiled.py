@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from twin.dynamics import ArmDynamics, RigidBodyModel, compiled
-from twin.dynamics.codegen import DynamicsCode
+from twin.dynamics.code import DynamicsCode
 
 REL_TOL = 1e-12
 

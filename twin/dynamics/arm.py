@@ -14,6 +14,7 @@ import functools
 import numpy as np
 
 from twin.dynamics import derived, rnea
+from twin.dynamics.code import code_for
 from twin.dynamics.model import GRAVITY, RigidBodyModel
 from twin.kinematics.validate import as_configurations
 
@@ -55,7 +56,7 @@ class ArmDynamics:
 
     def mass_matrix(self, q) -> np.ndarray:
         """``M(q)`` (n, n) or (N, n, n) kg m^2."""
-        code = self.bodies.code
+        code = code_for(self.bodies)
         out = code.mass(q)  # None unless one state of n finite numbers
         if out is not None:
             return out
@@ -115,7 +116,7 @@ class ArmDynamics:
         raise ValueError(f"expected {self.n} finite joint values per array, got {arrays}")
 
     def _torques(self, q, qd, qdd, gravity: np.ndarray) -> np.ndarray:
-        code = self.bodies.code
+        code = code_for(self.bodies)
         out = code.tau(q, qd, qdd, gravity)  # None unless one state of n finite numbers each
         if out is not None:
             return out

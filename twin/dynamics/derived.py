@@ -3,7 +3,7 @@ Coriolis matrix, forward dynamics and the inertial-parameter regressor (all batc
 ``qd``, ``qdd``, ``tau`` (N, n) in rad, rad/s, rad/s^2, N m; base-frame gravity (3,) m/s^2).
 
 The equations of motion: ``M(q) qdd + C(q, qd) qd + g(q) = tau``. Torques and mass matrices
-come from the generated code (``model.code``, ``codegen``); the regressor from the vectorised
+come from the generated code (``code.code_for(model)``); the regressor from the vectorised
 kinematics of ``rnea``.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from twin.dynamics.code import code_for
 from twin.dynamics.model import GRAVITY, PARAMETER_NAMES, RigidBodyModel
 from twin.dynamics.rnea import Frames, _matvec, cross, motion
 
@@ -20,12 +21,12 @@ _NO_GRAVITY = np.zeros(3)
 def gravity_torques(model: RigidBodyModel, q: np.ndarray, gravity=GRAVITY) -> np.ndarray:
     """``g(q)`` (N, n) N m: inverse dynamics at rest."""
     zero = np.zeros_like(q)
-    return model.code.tau_batch(q, zero, zero, gravity)
+    return code_for(model).tau_batch(q, zero, zero, gravity)
 
 
 def coriolis_torques(model: RigidBodyModel, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
     """``C(q, qd) qd`` (N, n) N m: centrifugal and Coriolis torques."""
-    return model.code.tau_batch(q, qd, np.zeros_like(q), _NO_GRAVITY)
+    return code_for(model).tau_batch(q, qd, np.zeros_like(q), _NO_GRAVITY)
 
 
 def coriolis_matrix(model: RigidBodyModel, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
@@ -50,8 +51,8 @@ def forward_dynamics(
     model: RigidBodyModel, q: np.ndarray, qd: np.ndarray, tau: np.ndarray, gravity=GRAVITY
 ) -> np.ndarray:
     """Joint accelerations (N, n) rad/s^2 under torques ``tau``: ``M^-1 (tau - C qd - g)``."""
-    bias = model.code.tau_batch(q, qd, np.zeros_like(q), gravity)
-    return np.linalg.solve(model.code.mass_batch(q), (tau - bias)[..., None])[..., 0]
+    bias = code_for(model).tau_batch(q, qd, np.zeros_like(q), gravity)
+    return np.linalg.solve(code_for(model).mass_batch(q), (tau - bias)[..., None])[..., 0]
 
 
 def regressor(

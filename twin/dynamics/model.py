@@ -13,7 +13,6 @@ merged into that link's body like any fixed link.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -141,15 +140,6 @@ class RigidBodyModel:
         bodies = list(self.inertials)
         bodies[i] = bodies[i] + payload.moved(b_T_l)
         return RigidBodyModel(self.arm, tuple(bodies))
-
-    @cached_property
-    def code(self):
-        """The generated single-state and batched dynamics (``codegen.DynamicsCode``), built
-        on first use (about 0.1 s; with numba, loading its compiled kernels about a second, and
-        compiling them tens of seconds the first time on a machine)."""
-        from twin.dynamics.codegen import DynamicsCode
-
-        return DynamicsCode(self)
 
     def parameters(self) -> np.ndarray:
         """(n, 10) inertial parameters of every body (``BodyInertial.parameters``)."""
