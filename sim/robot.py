@@ -12,6 +12,8 @@ joint state measured at the end of the previous physics step. Joint damping is t
 Sensors: ``sim.ft_sensor`` on ``ft_sensor_joint`` and ``sim.imu`` on the ``imu`` link, both fed at
 every physics step, with one generator seeded from ``seed`` (no global random state), so the same
 seed and commands give bit-identical states, in one process or across processes.
+``sensors=False`` runs neither model (for learning tasks that observe only the joints): the same
+joint trajectory, fewer calls per physics step.
 
 Following: ``follow(q, qd, t_us)`` teleports the arm to a measured joint state and returns what
 ideal sensors would read there (``sim.follow``); the live twin (``twin.shadow``) drives it.
@@ -118,6 +120,7 @@ class PyBulletRobot(Robot):
         initial_q: np.ndarray | None = None,
         hold_kp: np.ndarray = HOLD_KP,
         hold_kd: np.ndarray = HOLD_KD,
+        sensors: bool = True,
     ) -> None:
         self.model = model if model is not None else ArmModel.default()
         substeps = round(control_period_s / physics_dt)
@@ -137,6 +140,8 @@ class PyBulletRobot(Robot):
         try:
             self._build(ft, imu, scene, joint_damping, joint_friction)
             self._watchdog_s = watchdog_s
+            if not sensors:
+                self.step = self._step_joints_only
             self.reset(initial_q)
             if payload is not None:
                 self.attach_payload(payload.mass, payload.com, payload.radius)
@@ -289,6 +294,29 @@ class PyBulletRobot(Robot):
         x.flags.writeable = u.flags.writeable = False  # the state's arrays: read-only views
         self._q, self._qd, self._tau, self._n, self._t_us = x[:6], x[6:], u, n, t
 
+    def _step_joints_only(self) -> None:
+        """``step`` of a robot made with ``sensors=False``: the law and the physics steps only; the
+        F/T and IMU models are not fed (``read()`` keeps ``wrench`` and ``imu`` at ``None``)."""
+        self._check_open()
+        if not self._holding and self._watchdog.expired(self._t_us):
+            self._cmd = self._hold(self._q, self._cmd)
+            self._holding = True
+        cmd, effort, io, push = self._cmd, self._effort, self._io, self._push
+        set_torques, physics_step, joint_states = io.set_torques, io.step, io.joint_states
+        q, qd, u = self._q, self._qd, self._tau
+        for _ in range(self._substeps):
+            u = joint_torque(cmd, q, qd, effort)
+            set_torques(forces=u.tolist())
+            if push is not None:
+                push()
+            physics_step()
+            s = joint_states()
+            x = np.array([j[0] for j in s[:6]] + [j[1] for j in s[:6]])
+            q, qd = x[:6], x[6:]
+        x.flags.writeable = u.flags.writeable = False
+        self._n += self._substeps
+        self._q, self._qd, self._tau, self._t_us = x[:6], x[6:], u, round(self._n * self._dt_us)
+
     def _sense_joints(self, states: tuple) -> None:
         self._q = _read_only(np.array([s[0] for s in states[:6]]))
         self._qd = _read_only(np.array([s[1] for s in states[:6]]))
@@ -381,6 +409,40 @@ class PyBulletRobot(Robot):
         self._check_open()
         self._engine.detach(PAYLOAD)
         self._payload = None
+
+    # ------------------------------------------------------------------ randomisation
+    def set_joint_dynamics(
+        self,
+        damping: float | np.ndarray | None = None,
+        friction: float | np.ndarray | None = None,
+    ) -> None:
+        """Viscous damping (N m s/rad) and Coulomb friction (N m) of the joints, one value or
+        (6,); ``None`` leaves that one as it is (domain randomisation, ``twin.env``)."""
+        self._check_open()
+        if damping is not None:
+            self._engine.set_joint_dynamics(ARM, self._joints, _per_joint(damping, "damping"))
+        if friction is not None:
+            self._engine.disable_motors(ARM, self._joints, _per_joint(friction, "friction"))
+
+    def scale_link_masses(self, scale: float | np.ndarray) -> None:
+        """Set each moving link's mass and inertia to ``scale`` (one value or (6,), > 0) times
+        the URDF's (not compounding: ``1.0`` restores them)."""
+        self._check_open()
+        s = np.broadcast_to(np.asarray(scale, float), (6,))
+        if not np.all(np.isfinite(s) & (s > 0.0)):
+            raise ValueError(f"link mass scales must be > 0 (one value or 6), got {scale}")
+        nominal = getattr(self, "_nominal_inertials", None)
+        if nominal is None:
+            nominal = [self._engine.link_inertial(ARM, j) for j in self._joints]
+            self._nominal_inertials = nominal
+        for j, k, inertial in zip(self._joints, s, nominal):
+            self._engine.set_link_mass(ARM, j, inertial.mass * k, inertial.inertia_diagonal * k)
+
+    def set_marker(self, name: str, pose: np.ndarray, radius: float = 0.02, color=None) -> None:
+        """Draw (or move) a visual-only sphere ``name`` at ``pose`` (7,) world, e.g. a goal."""
+        self._check_open()
+        options = {} if color is None else {"color": tuple(color)}
+        self._engine.set_marker(f"marker:{name}", pose, radius=radius, **options)
 
     # ------------------------------------------------------------------ misc
     def render(

@@ -21,7 +21,10 @@ class ReachEnv(TwinEnv):
 
     def __init__(self, *, model_features: bool = True, **kwargs: Any) -> None:
         self.model_features = model_features
-        super().__init__(**kwargs)
+        options = dict(kwargs.pop("robot_options", None) or {})
+        if kwargs.get("backend", "sim") == "sim":
+            options.setdefault("sensors", False)  # Reach observes the joints only
+        super().__init__(robot_options=options, **kwargs)
 
     def _make_task(self, model: Any) -> ReachTask:
         def model_terms(q):
