@@ -20,6 +20,7 @@ randomisation (``randomization.py``); ``env.compute_reward`` of the goal forms i
 
 Robot, task and environment are separate (``twin/robot.py``, ``tasks.py``, ``core.py``); the
 observation features are in ``features.py`` and the exported ONNX policies rebuild them.
+Training with them (vector envs, HER, domain randomisation, Ray RLlib): ``docs/training.md``.
 """
 
 from twin.env.registration import (
