@@ -3,7 +3,7 @@
     pip install '.[train]'
     python -m policies.train_reach --steps 240000 --seed 0 --out policies/reach.onnx
     python -m policies.train_reach --randomize --init-from policies/reach.onnx \
-        --steps 40000 --out policies/reach_dr.onnx        # the domain-randomised policy
+        --steps 40000 --out reach_dr.onnx      # fine-tune with randomisation (reach.md)
 
 The environments run in gymnasium's ``AsyncVectorEnv`` (``--vector async``, one process per
 environment, ``policies/vector.py``); ``--vector sync`` steps them in this process.

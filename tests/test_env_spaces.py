@@ -1,6 +1,6 @@
 """Bounded observation spaces and the goal-conditioned forms: every observation inside its space
-over 100 random episodes per environment; ``compute_reward`` equals the step reward on the same
-1,000 transitions, batched."""
+over 100 random episodes per environment (randomised: the widest spread of states);
+``compute_reward`` equals the step reward on the same 1,000 transitions, batched."""
 
 from __future__ import annotations
 
@@ -88,9 +88,10 @@ def test_physical_bounds_are_not_reached_in_random_episodes(rollouts):
     assert np.all(closest > 0.01), dict(zip(data["names"][physical], closest.round(4)))
 
 
-@pytest.mark.parametrize("env_id", GOAL_ENV_IDS)
-def test_compute_reward_equals_the_step_reward_on_1000_transitions(env_id):
-    data = _collect(env_id)
+def test_compute_reward_equals_the_step_reward_on_1000_transitions(rollouts):
+    env_id, data = rollouts
+    if env_id not in GOAL_ENV_IDS:
+        pytest.skip("a flat-observation env has no goals")
     obs = data["obs"]
     nxt = [o for i, o in enumerate(obs) if i % (STEPS + 1)]  # the observation after each step
     achieved = np.array([o["achieved_goal"] for o in nxt], dtype=float)
