@@ -13,7 +13,7 @@ Sensors: ``sim.ft_sensor`` on ``ft_sensor_joint`` and ``sim.imu`` on the ``imu``
 every physics step, with one generator seeded from ``seed`` (no global random state), so the same
 seed and commands give bit-identical states, in one process or across processes.
 ``sensors=False`` runs neither model (for learning tasks that observe only the joints): the same
-joint trajectory, fewer calls per physics step.
+joint trajectory, with ``wrench`` and ``imu`` always ``None`` and less work per physics step.
 
 Following: ``follow(q, qd, t_us)`` teleports the arm to a measured joint state and returns what
 ideal sensors would read there (``sim.follow``); the live twin (``twin.shadow``) drives it.
@@ -140,8 +140,8 @@ class PyBulletRobot(Robot):
         try:
             self._build(ft, imu, scene, joint_damping, joint_friction)
             self._watchdog_s = watchdog_s
-            if not sensors:
-                self.step = self._step_joints_only
+            if not sensors:  # the step loop feeds models that do nothing
+                self._ft, self._imu = _NoFtModel(self._ft.period_us), _NoImuModel()
             self.reset(initial_q)
             if payload is not None:
                 self.attach_payload(payload.mass, payload.com, payload.radius)
@@ -294,29 +294,6 @@ class PyBulletRobot(Robot):
         x.flags.writeable = u.flags.writeable = False  # the state's arrays: read-only views
         self._q, self._qd, self._tau, self._n, self._t_us = x[:6], x[6:], u, n, t
 
-    def _step_joints_only(self) -> None:
-        """``step`` of a robot made with ``sensors=False``: the law and the physics steps only; the
-        F/T and IMU models are not fed (``read()`` keeps ``wrench`` and ``imu`` at ``None``)."""
-        self._check_open()
-        if not self._holding and self._watchdog.expired(self._t_us):
-            self._cmd = self._hold(self._q, self._cmd)
-            self._holding = True
-        cmd, effort, io, push = self._cmd, self._effort, self._io, self._push
-        set_torques, physics_step, joint_states = io.set_torques, io.step, io.joint_states
-        q, qd, u = self._q, self._qd, self._tau
-        for _ in range(self._substeps):
-            u = joint_torque(cmd, q, qd, effort)
-            set_torques(forces=u.tolist())
-            if push is not None:
-                push()
-            physics_step()
-            s = joint_states()
-            x = np.array([j[0] for j in s[:6]] + [j[1] for j in s[:6]])
-            q, qd = x[:6], x[6:]
-        x.flags.writeable = u.flags.writeable = False
-        self._n += self._substeps
-        self._q, self._qd, self._tau, self._t_us = x[:6], x[6:], u, round(self._n * self._dt_us)
-
     def _sense_joints(self, states: tuple) -> None:
         self._q = _read_only(np.array([s[0] for s in states[:6]]))
         self._qd = _read_only(np.array([s[1] for s in states[:6]]))
@@ -465,6 +442,35 @@ class PyBulletRobot(Robot):
 
     def __enter__(self) -> PyBulletRobot:
         return self
+
+
+class _NoFtModel:
+    """The F/T model of a robot made with ``sensors=False``: takes nothing, has no sample."""
+
+    latest = None
+
+    def __init__(self, period_us: float) -> None:
+        self.period_us = period_us
+
+    def observe(self, t_us: int, reaction) -> None:
+        pass
+
+    def restart(self) -> None:
+        pass
+
+
+class _NoImuModel:
+    """The IMU model of a robot made with ``sensors=False``: never due, has no sample."""
+
+    latest = None
+    dt_us = 0
+    next_us = float("inf")
+
+    def restart(self, t_us: int) -> None:
+        pass
+
+    def observe(self, t_us: int, link_state) -> None:
+        pass
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

@@ -94,8 +94,20 @@ def press_reward(achieved: np.ndarray, desired: np.ndarray, info=None) -> np.nda
     )
 
 
+class _Bounds:
+    """The spaces' bounds of a task with ``layout``, ``lower``/``upper`` joint limits (rad)."""
+
+    GOAL_HAS_FORCE = False
+
+    def observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return features.observation_bounds(self.layout, self.lower, self.upper)
+
+    def goal_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return features.goal_bounds(with_force=self.GOAL_HAS_FORCE)
+
+
 @dataclass
-class ReachTask:
+class ReachTask(_Bounds):
     """Move the TCP to a sampled target pose (position and orientation).
 
     ``fk(q) -> (7,)`` pose of the TCP in the world [px, py, pz, qw, qx, qy, qz];
@@ -133,13 +145,6 @@ class ReachTask:
     @property
     def layout(self) -> tuple[tuple[str, int, float], ...]:
         return features.reach_layout(self.model_terms is not None)
-
-    def observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return features.observation_bounds(self.layout, self.lower, self.upper)
-
-    @staticmethod
-    def goal_bounds() -> tuple[np.ndarray, np.ndarray]:
-        return features.goal_bounds(with_force=False)
 
     def observe(self, state: RobotState, tcp_pose: np.ndarray) -> np.ndarray:
         terms = None if self.model_terms is None else self.model_terms(state.q)
@@ -201,7 +206,7 @@ TOOL_DOWN_QUAT = np.array([0.0, 0.0, 1.0, 0.0])
 
 
 @dataclass
-class PressTask:
+class PressTask(_Bounds):
     """Bring the tool onto the table surface and hold a target normal force.
 
     ``fk(q) -> (7,)`` TCP pose (world); ``ik(pose7, q_ref) -> (6,) | None``; ``surface_z_m`` the
@@ -271,12 +276,7 @@ class PressTask:
 
     layout = features.PRESS_TERMS
 
-    def observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return features.observation_bounds(self.layout, self.lower, self.upper)
-
-    @staticmethod
-    def goal_bounds() -> tuple[np.ndarray, np.ndarray]:
-        return features.goal_bounds(with_force=True)
+    GOAL_HAS_FORCE = True
 
     def achieved_goal(self, state: RobotState, tcp_pose: np.ndarray) -> np.ndarray:
         """[TCP pose (7,) world, pushed force N] (8,)."""
