@@ -221,9 +221,8 @@ class TwinEnv(gym.Env):
         if self.randomization is not None:
             self._draw = dr.draw(self.randomization, rng)
             self._history = deque(maxlen=self._draw.observation_delay_periods + 1)
+            dr.apply_physics(self.robot, self._draw)  # before the reset: a payload is re-welded
         self._reset_robot(q0)
-        if self._draw is not None:
-            dr.apply_physics(self.robot, self._draw)
         marker = getattr(self.robot, "set_marker", None)
         if self.render_mode is not None and callable(marker):
             marker("goal", goal, radius=0.025, color=(0.9, 0.1, 0.1, 1.0))

@@ -77,4 +77,5 @@ class PressEnv(TwinEnv):
         super()._reset_robot(q0)
         for _ in range(max(1, round(self.TARE_SETTLE_S / self.robot.control_period_s))):
             self.robot.step()
-        self.task.tare(None if (w := self.robot.read().wrench) is None else w.wrench)
+        # tared on the reading the task sees (a randomised bias is removed, as a tare does)
+        self.task.tare(None if (w := self._read().wrench) is None else w.wrench)

@@ -10,7 +10,7 @@ Off by default (``randomize=False``); ``randomize=True`` uses ``DEFAULT_RANDOMIZ
 | ``joint_damping`` | 0.0 - 0.3 per joint | N m s/rad | ``robot.set_joint_dynamics`` (sim) |
 | ``joint_friction`` | 0.0 - 0.2 per joint | N m (Coulomb) | ``robot.set_joint_dynamics`` (sim) |
 | ``payload_mass`` | 0.0 - 0.5, com within +-2 cm | kg, m (TCP frame) | ``robot.attach_payload`` (sim) |
-| ``ft_bias`` / ``ft_noise_std`` | +-(2 N, 0.05 N m) / 0 - (0.3 N, 0.005 N m) | per axis | the state read |
+| ``ft_bias`` / ``ft_noise_std`` | +-(2 N, 0.05 N m) / 0 - (0.3 N, 0.005 N m) | per axis | the state read (Press tares the bias away) |
 | ``imu_accel_bias`` / ``_noise_std`` | +-0.1 / 0 - 0.05 | m/s^2 | the state read |
 | ``imu_gyro_bias`` / ``_noise_std`` | +-0.01 / 0 - 0.005 | rad/s | the state read |
 | ``actuation_latency_periods`` | 0 - 2 control periods (0 - 10 ms) | periods | the env's write |
