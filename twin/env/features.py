@@ -150,7 +150,7 @@ PRESS_OBS_SIZE = sum(size for _, size, _ in PRESS_TERMS)
 #: Raw (unscaled) bounds of the observation terms that are not fixed by construction: the arm
 #: does not leave them in operation (the environment clips into them; see ``observation_bounds``).
 JOINT_POS_MARGIN_RAD = 0.2  # beyond the joint limits
-JOINT_SPEED_BOUND_RAD_S = 20.0
+JOINT_SPEED_BOUND_RAD_S = 100.0  # a tool striking the table spins the wrist up to ~55 rad/s
 WORKSPACE_BOUND_M = 1.5  # |x|, |y|, |z| of any TCP or target position (base frame)
 GRAVITY_OFFSET_BOUND_RAD = 2.0
 FORCE_BOUND_N = 1000.0
