@@ -1,6 +1,8 @@
 """Evaluate a shipped ONNX policy through ``twin.control.OnnxRLController`` on the sim backend.
 
     python -m policies.evaluate --policy reach --episodes 100 --seed 0
+    python -m policies.evaluate --policy reach --backend hardware --episodes 10 --seed 1000
+    python -m policies.evaluate --policy reach --randomize --episodes 20 --seed 1000
 
 Episode ``i`` uses ``seed + i``: the Reach environment's ``reset(seed=seed + i)`` draws the start
 configuration and the target pose (the same sampler the policy was trained on), then the
@@ -9,6 +11,13 @@ control period ``controller.update(t_us)`` reads the robot, runs the ONNX graph 
 joint targets when a policy period is due, and ``robot.step()`` advances the sim. An episode
 succeeds if the TCP is within 2 cm and 0.1 rad of the target after ``EPISODE_DURATION_S`` (4 s)
 of sim time. Prints a table and ends with one JSON line.
+
+``--randomize``: each episode's sim arm is also randomised (link masses, joint friction and
+damping, payload: ``twin/env/randomization.py``, drawn from the episode's seed).
+``--backend hardware``: the same seeded starts and targets, on ``SerialRobot`` talking to the
+sim-backed device emulators over pseudo-terminals (DYNAMIXEL bus, Bota F/T, WitMotion IMU),
+lock-step on a ``ManualClock`` at the hardware's own 4 ms control period: the arm is driven to
+the start configuration slowly, then the controller alone runs it for 4 s.
 """
 
 from __future__ import annotations
@@ -64,47 +73,103 @@ def policy_path(policy: str) -> pathlib.Path:
     return POLICY_DIR / f"{policy}.onnx"
 
 
+def _controller(robot, policy):
+    from twin.control import CommandSource, OnnxRLController, RobotStateAdapter
+
+    commands = CommandSource()
+    controller = OnnxRLController(RobotStateAdapter(robot, articulation="arm"), commands)
+    if not controller.create(policy_path(str(policy))):
+        raise RuntimeError(f"cannot load {policy}: {controller.error}")
+    return controller, commands
+
+
+def _episode(controller, commands, robot, task, seed: int, duration_s: float) -> EpisodeResult:
+    """Run the controller alone on ``robot`` for ``duration_s`` toward ``task.target_pose``."""
+    from twin.control import WorkerMode
+    from twin.env.core import POLICY_RATE_HZ, tcp_pose7
+
+    commands.set_se3_pose("target", task.target_pose)
+    if not controller.init(enable_data_collection=False, mode=WorkerMode.SYNC):
+        raise RuntimeError(f"controller init failed: {controller.error}")
+    n_steps = round(duration_s / robot.control_period_s)
+    per_policy_step = max(1, round(1.0 / (POLICY_RATE_HZ * robot.control_period_s)))
+    reached_at = None
+    for k in range(n_steps):
+        if not controller.update(robot.read().t_us):
+            raise RuntimeError(f"controller cycle failed: {controller.fault}")
+        robot.step()
+        if (k + 1) % per_policy_step or reached_at is not None:
+            continue  # tolerance checked once per policy period, as in the env
+        if task.is_success(tcp_pose7(robot.model, robot.read().q)):
+            reached_at = (k + 1) * robot.control_period_s
+    tcp = tcp_pose7(robot.model, robot.read().q)
+    d, ang = task.errors(tcp)
+    return EpisodeResult(seed, d, ang, task.is_success(tcp), reached_at)
+
+
 def run_episodes(
-    policy: str | pathlib.Path, seeds: list[int], duration_s: float | None = None
+    policy: str | pathlib.Path,
+    seeds: list[int],
+    duration_s: float | None = None,
+    randomize: bool = False,
 ) -> list[EpisodeResult]:
-    """Run ``policy`` (a shipped name or an .onnx path) on the Reach task for each seed."""
+    """Run ``policy`` (a shipped name or an .onnx path) on the Reach task for each seed, on the
+    sim backend (its physics randomised per episode with ``randomize``)."""
     import gymnasium as gym
 
     import twin  # noqa: F401  (registers the environment ids)
-    from twin.control import CommandSource, OnnxRLController, RobotStateAdapter, WorkerMode
     from twin.env import EPISODE_DURATION_S
-    from twin.env.core import tcp_pose7
 
     duration_s = EPISODE_DURATION_S if duration_s is None else duration_s
-    env = gym.make(TASKS["reach"]).unwrapped
+    env = gym.make(TASKS["reach"], randomize=randomize).unwrapped
     results = []
     try:
-        robot, task = env.robot, env.task
-        commands = CommandSource()
-        controller = OnnxRLController(RobotStateAdapter(robot, articulation="arm"), commands)
-        if not controller.create(policy_path(str(policy))):
-            raise RuntimeError(f"cannot load {policy}: {controller.error}")
-        n_steps = round(duration_s / robot.control_period_s)
-        per_policy_step = max(1, round(env.policy_period_s / robot.control_period_s))
+        controller, commands = _controller(env.robot, policy)
         for seed in seeds:
             env.reset(seed=seed)  # start configuration and target from the task's sampler
-            commands.set_se3_pose("target", task.target_pose)
-            if not controller.init(enable_data_collection=False, mode=WorkerMode.SYNC):
-                raise RuntimeError(f"controller init failed: {controller.error}")
-            reached_at = None
-            for k in range(n_steps):
-                if not controller.update(robot.read().t_us):
-                    raise RuntimeError(f"controller cycle failed: {controller.fault}")
-                robot.step()
-                if (k + 1) % per_policy_step or reached_at is not None:
-                    continue  # tolerance checked once per policy period, as in the env
-                if task.is_success(tcp_pose7(robot.model, robot.read().q)):
-                    reached_at = (k + 1) * robot.control_period_s
-            tcp = tcp_pose7(robot.model, robot.read().q)
-            d, ang = task.errors(tcp)
-            results.append(EpisodeResult(seed, d, ang, task.is_success(tcp), reached_at))
+            results.append(_episode(controller, commands, env.robot, env.task, seed, duration_s))
     finally:
         env.close()
+    return results
+
+
+def run_episodes_hardware(
+    policy: str | pathlib.Path, seeds: list[int], duration_s: float | None = None
+) -> list[EpisodeResult]:
+    """Run ``policy`` for each seed on ``SerialRobot`` through the sim-backed emulators (module
+    doc); starts and targets are those of ``run_episodes`` for the same seeds."""
+    from dataclasses import replace
+
+    import gymnasium as gym
+    from twin.hardware import ManualClock, SerialRobot
+    from twin.hardware.emulator import EmulatorStack, make_sim_source
+    from twin.hardware.emulator.testing import emulator_config
+
+    import twin  # noqa: F401  (registers the environment ids)
+    from twin.env import EPISODE_DURATION_S
+    from twin.env.core import move_to
+
+    duration_s = EPISODE_DURATION_S if duration_s is None else duration_s
+    sampler = gym.make(TASKS["reach"]).unwrapped  # the seeded starts and targets
+    config = emulator_config(watchdog_s=None, stale_after_s=1.0)
+    config = replace(config, bus=replace(config.bus, reply_timeout_s=2.0))
+    clock = ManualClock()
+    period_us = round(config.control_period_s * 1e6)
+    results = []
+    try:
+        with EmulatorStack(config, make_sim_source(seed=0), clock=clock) as stack:
+            with stack.clock_running(period_us):
+                robot = SerialRobot(stack.robot_config(), clock=clock)
+            with robot:
+                controller, commands = _controller(robot, policy)
+                for seed in seeds:
+                    sampler.reset(seed=seed)  # the sim arm is now at the episode's start
+                    move_to(robot, sampler.robot.read().q, sampler.gains)
+                    results.append(
+                        _episode(controller, commands, robot, sampler.task, seed, duration_s)
+                    )
+    finally:
+        sampler.close()
     return results
 
 
@@ -128,11 +193,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", default="reach", help="shipped policy name or .onnx path")
     ap.add_argument("--episodes", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backend", choices=("sim", "hardware"), default="sim")
+    ap.add_argument("--randomize", action="store_true", help="randomised sim physics")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    results = run_episodes(args.policy, list(range(args.seed, args.seed + args.episodes)))
+    seeds = list(range(args.seed, args.seed + args.episodes))
+    if args.backend == "hardware":
+        results = run_episodes_hardware(args.policy, seeds)
+    else:
+        results = run_episodes(args.policy, seeds, randomize=args.randomize)
     summary = summarize(results)
-    summary.update(policy=str(policy_path(args.policy).name), seed=args.seed)
+    summary.update(
+        policy=str(policy_path(args.policy).name),
+        seed=args.seed,
+        backend=args.backend,
+        randomize=args.randomize,
+    )
     summary["wall_time_s"] = round(time.perf_counter() - t0, 1)
     print(f"{'metric':<28} {'value':>10}")
     for key, value in summary.items():

@@ -334,3 +334,43 @@ def mlp_from_sb3_sac(model) -> list[Layer]:
         )
         for m in linears
     ]
+
+
+def mlp_from_onnx(path: pathlib.Path | str) -> list[Layer]:
+    """The actor MLP of an exported policy (the ``Gemm`` chain ``_mlp`` wrote from ``obs``), as
+    numpy layers: the inverse of the export, to continue training a shipped policy."""
+    model = onnx.load(str(path))
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    gemms = {n.input[0]: n for n in model.graph.node if n.op_type == "Gemm"}
+    layers, x = [], "obs"
+    while x in gemms:
+        node = gemms[x]
+        layers.append((inits[node.input[1]], inits[node.input[2]]))
+        after = [n for n in model.graph.node if n.input and n.input[0] == node.output[0]]
+        relu = next((n for n in after if n.op_type == "Relu"), None)
+        if relu is None:
+            break
+        x = relu.output[0]
+    if not layers:
+        raise ValueError(f"{path} has no MLP fed by 'obs' (not a policy of policies/export.py)")
+    return layers
+
+
+def load_mlp_into_sb3_sac(model, layers: Sequence[Layer], log_std: float = -1.5) -> None:
+    """Set a stable-baselines3 SAC actor's ``latent_pi`` and ``mu`` to ``layers`` (the shapes
+    must match its ``net_arch``); the ``log_std`` head outputs ``log_std`` everywhere."""
+    import torch
+
+    linears = [m for m in model.actor.latent_pi if isinstance(m, torch.nn.Linear)]
+    linears.append(model.actor.mu)
+    if [tuple(m.weight.shape) for m in linears] != [tuple(w.shape) for w, _ in layers]:
+        raise ValueError(
+            f"layer shapes {[tuple(w.shape) for w, _ in layers]} do not match the actor's "
+            f"{[tuple(m.weight.shape) for m in linears]}"
+        )
+    with torch.no_grad():
+        for m, (w, b) in zip(linears, layers):
+            m.weight.copy_(torch.as_tensor(w))
+            m.bias.copy_(torch.as_tensor(b))
+        model.actor.log_std.weight.zero_()
+        model.actor.log_std.bias.fill_(log_std)

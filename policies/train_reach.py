@@ -2,6 +2,15 @@
 
     pip install '.[train]'
     python -m policies.train_reach --steps 240000 --seed 0 --out policies/reach.onnx
+    python -m policies.train_reach --randomize --init-from policies/reach.onnx \
+        --steps 40000 --out reach_dr.onnx      # fine-tune with randomisation (reach.md)
+
+The environments run in gymnasium's ``AsyncVectorEnv`` (``--vector async``, one process per
+environment, ``policies/vector.py``); ``--vector sync`` steps them in this process.
+``--randomize`` turns on the environment's domain randomisation (``twin/env/randomization.py``).
+``--init-from`` starts the actor from a shipped ONNX policy's MLP and trains only the critics for
+``--freeze-actor-steps`` gradient steps before the actor learns too (a fresh critic would
+otherwise undo the actor in its first updates).
 
 Progress bar (tqdm/rich) on stderr; a checkpoint ``<out>.zip`` every ``--checkpoint-every``
 steps (and at the end) so a run can be stopped and exported at any time
@@ -55,18 +64,54 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--physics-dt", type=float, default=None, help="sim physics step (s) for training only"
     )
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--vector", choices=("async", "sync"), default="async")
+    ap.add_argument("--randomize", action="store_true", help="domain randomisation on")
+    ap.add_argument("--init-from", type=pathlib.Path, default=None, help="actor from an .onnx")
+    ap.add_argument("--freeze-actor-steps", type=int, default=3_000)
+    ap.add_argument("--init-log-std", type=float, default=-1.5)
+    ap.add_argument("--ent-coef", default="auto", help="SAC ent_coef ('auto', 'auto_0.01', 0.01)")
+    ap.add_argument("--learning-starts", type=int, default=None)
     return ap.parse_args(argv)
 
 
 def make_vec_env(
-    n_envs: int, seed: int, physics_dt: float | None = None, model_features: bool = True
+    n_envs: int,
+    seed: int,
+    physics_dt: float | None = None,
+    model_features: bool = True,
+    mode: str = "async",
+    randomize: bool = False,
 ):
-    from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
+    """The training environments: gymnasium vector env (``mode``) behind SB3's ``VecEnv``."""
+    from twin.policies.vector import Sb3VectorEnv, make_gym_vector
 
-    kwargs: dict = {"model_features": model_features}
+    kwargs: dict = {"model_features": model_features, "randomize": randomize}
     if physics_dt is not None:
         kwargs["robot_options"] = {"physics_dt": physics_dt, "control_period_s": physics_dt}
-    return sb3_make_vec_env(ENV_ID, n_envs=n_envs, seed=seed, env_kwargs=kwargs)
+    return Sb3VectorEnv(make_gym_vector(ENV_ID, n_envs, seed, mode, **kwargs))
+
+
+class FreezeActor:
+    """An SB3 callback factory: the actor's parameters take no gradient for the first
+    ``steps`` gradient steps (the critics learn the inherited actor's values first)."""
+
+    def __new__(cls, steps: int):
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        class _Freeze(BaseCallback):
+            def _set(self, trainable: bool) -> None:
+                for p in self.model.actor.parameters():
+                    p.requires_grad_(trainable)
+
+            def _on_training_start(self) -> None:
+                self._set(steps <= 0)
+
+            def _on_step(self) -> bool:
+                if self.model._n_updates >= steps:
+                    self._set(True)
+                return True
+
+        return _Freeze()
 
 
 def export(model, out: pathlib.Path, info: dict) -> None:
@@ -80,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
     from stable_baselines3 import SAC
-    from stable_baselines3.common.callbacks import CheckpointCallback
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
 
     torch.set_num_threads(args.threads)
     ckpt = args.out.with_suffix(".zip")
@@ -89,16 +134,34 @@ def main(argv: list[str] | None = None) -> int:
         export(model, args.out, {"checkpoint": str(args.export_only)})
         print(f"exported {args.export_only} -> {args.out}")
         return 0
-    env = make_vec_env(args.n_envs, args.seed, args.physics_dt, not args.no_model_features)
+    env = make_vec_env(
+        args.n_envs,
+        args.seed,
+        args.physics_dt,
+        not args.no_model_features,
+        args.vector,
+        args.randomize,
+    )
     sac_kwargs = dict(SAC_KWARGS, gradient_steps=args.gradient_steps)
     sac_kwargs["policy_kwargs"] = dict(net_arch=list(args.net))
+    ent = args.ent_coef
+    sac_kwargs["ent_coef"] = ent if str(ent).startswith("auto") else float(ent)
+    if args.learning_starts is not None:
+        sac_kwargs["learning_starts"] = args.learning_starts
     if args.resume is not None:
         model = SAC.load(args.resume, env=env, device="cpu")
         model.set_random_seed(args.seed)
     else:
         model = SAC("MlpPolicy", env, seed=args.seed, device="cpu", verbose=1, **sac_kwargs)
+    callbacks = []
+    if args.init_from is not None:
+        from twin.policies.export import load_mlp_into_sb3_sac, mlp_from_onnx
+
+        load_mlp_into_sb3_sac(model, mlp_from_onnx(args.init_from), args.init_log_std)
+        callbacks.append(FreezeActor(args.freeze_actor_steps))
     every = max(1, args.checkpoint_every // args.n_envs)
-    callback = CheckpointCallback(every, str(ckpt.parent / (ckpt.stem + "_ckpt")), ckpt.stem)
+    callbacks.append(CheckpointCallback(every, str(ckpt.parent / (ckpt.stem + "_ckpt")), ckpt.stem))
+    callback = CallbackList(callbacks)
     t0 = time.perf_counter()
     model.learn(
         total_timesteps=args.steps,
@@ -118,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         "sac": sac_kwargs,
         "physics_dt": args.physics_dt,
         "model_features": not args.no_model_features,
+        "randomize": args.randomize,
+        "init_from": None if args.init_from is None else str(args.init_from),
+        "freeze_actor_steps": args.freeze_actor_steps if args.init_from is not None else 0,
+        "vector": args.vector,
         "torch": torch.__version__,
     }
     export(model, args.out, info)

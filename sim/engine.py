@@ -463,6 +463,41 @@ class Engine:
             ids.append(self._static_body(col, vis, pose))
         self._add(name, ids)
 
+    def set_marker(
+        self,
+        name: str,
+        pose: Sequence[float],
+        *,
+        radius: float = 0.02,
+        color: Sequence[float] = (0.9, 0.1, 0.1, 1.0),
+    ) -> None:
+        """A visual-only sphere of ``radius`` m at ``pose`` (7,) world_T_marker: drawn in
+        renders, never collides, no mass. Created on the first call under ``name``, moved on
+        the next ones (the radius and colour of the first call stay)."""
+        position, orientation = pose_to_pb(pose)
+        if name in self._bodies:
+            pb.resetBasePositionAndOrientation(
+                self._bodies[name][0], position, orientation, physicsClientId=self._cid
+            )
+            return
+        vis = pb.createVisualShape(
+            pb.GEOM_SPHERE, radius=float(radius), rgbaColor=list(color), physicsClientId=self._cid
+        )
+        body = pb.createMultiBody(0.0, -1, vis, position, orientation, physicsClientId=self._cid)
+        self._add(name, [body])
+
+    def set_link_mass(
+        self, body: str, link: int, mass: float, inertia_diagonal: Sequence[float]
+    ) -> None:
+        """Mass (kg) and principal inertia (3,) kg m^2 of one link (the inertial frame stays)."""
+        pb.changeDynamics(
+            self._id(body),
+            link,
+            mass=float(mass),
+            localInertiaDiagonal=[float(v) for v in inertia_diagonal],
+            physicsClientId=self._cid,
+        )
+
     def _static_body(self, col: int, vis: int, pose: Sequence[float]) -> int:
         if col < 0:
             raise EngineError("PyBullet could not create the collision shape")

@@ -12,6 +12,8 @@ joint state measured at the end of the previous physics step. Joint damping is t
 Sensors: ``sim.ft_sensor`` on ``ft_sensor_joint`` and ``sim.imu`` on the ``imu`` link, both fed at
 every physics step, with one generator seeded from ``seed`` (no global random state), so the same
 seed and commands give bit-identical states, in one process or across processes.
+``sensors=False`` runs neither model (for learning tasks that observe only the joints): the same
+joint trajectory, with ``wrench`` and ``imu`` always ``None`` and less work per physics step.
 
 Following: ``follow(q, qd, t_us)`` teleports the arm to a measured joint state and returns what
 ideal sensors would read there (``sim.follow``); the live twin (``twin.shadow``) drives it.
@@ -126,6 +128,7 @@ class PyBulletRobot(Robot):
         hold_kp: np.ndarray = HOLD_KP,
         hold_kd: np.ndarray = HOLD_KD,
         joint_limits: bool = True,
+        sensors: bool = True,
     ) -> None:
         self.model = model if model is not None else ArmModel.default()
         self.limits_enforced = bool(joint_limits)
@@ -146,6 +149,8 @@ class PyBulletRobot(Robot):
         try:
             self._build(ft, imu, scene, joint_damping, joint_friction)
             self._watchdog_s = watchdog_s
+            if not sensors:  # the step loop feeds models that do nothing
+                self._ft, self._imu = _NoFtModel(self._ft.period_us), _NoImuModel()
             self.reset(initial_q)
             if payload is not None:
                 self.attach_payload(payload.mass, payload.com, payload.radius)
@@ -396,6 +401,40 @@ class PyBulletRobot(Robot):
         self._engine.detach(PAYLOAD)
         self._payload = None
 
+    # ------------------------------------------------------------------ randomisation
+    def set_joint_dynamics(
+        self,
+        damping: float | np.ndarray | None = None,
+        friction: float | np.ndarray | None = None,
+    ) -> None:
+        """Viscous damping (N m s/rad) and Coulomb friction (N m) of the joints, one value or
+        (6,); ``None`` leaves that one as it is (domain randomisation, ``twin.env``)."""
+        self._check_open()
+        if damping is not None:
+            self._engine.set_joint_dynamics(ARM, self._joints, _per_joint(damping, "damping"))
+        if friction is not None:
+            self._engine.disable_motors(ARM, self._joints, _per_joint(friction, "friction"))
+
+    def scale_link_masses(self, scale: float | np.ndarray) -> None:
+        """Set each moving link's mass and inertia to ``scale`` (one value or (6,), > 0) times
+        the URDF's (not compounding: ``1.0`` restores them)."""
+        self._check_open()
+        s = np.broadcast_to(np.asarray(scale, float), (6,))
+        if not np.all(np.isfinite(s) & (s > 0.0)):
+            raise ValueError(f"link mass scales must be > 0 (one value or 6), got {scale}")
+        nominal = getattr(self, "_nominal_inertials", None)
+        if nominal is None:
+            nominal = [self._engine.link_inertial(ARM, j) for j in self._joints]
+            self._nominal_inertials = nominal
+        for j, k, inertial in zip(self._joints, s, nominal):
+            self._engine.set_link_mass(ARM, j, inertial.mass * k, inertial.inertia_diagonal * k)
+
+    def set_marker(self, name: str, pose: np.ndarray, radius: float = 0.02, color=None) -> None:
+        """Draw (or move) a visual-only sphere ``name`` at ``pose`` (7,) world, e.g. a goal."""
+        self._check_open()
+        options = {} if color is None else {"color": tuple(color)}
+        self._engine.set_marker(f"marker:{name}", pose, radius=radius, **options)
+
     # ------------------------------------------------------------------ misc
     def render(
         self, width: int = 320, height: int = 240, eye=(1.2, -1.2, 0.9), target=(0.0, 0.0, 0.35)
@@ -417,6 +456,35 @@ class PyBulletRobot(Robot):
 
     def __enter__(self) -> PyBulletRobot:
         return self
+
+
+class _NoFtModel:
+    """The F/T model of a robot made with ``sensors=False``: takes nothing, has no sample."""
+
+    latest = None
+
+    def __init__(self, period_us: float) -> None:
+        self.period_us = period_us
+
+    def observe(self, t_us: int, reaction) -> None:
+        pass
+
+    def restart(self) -> None:
+        pass
+
+
+class _NoImuModel:
+    """The IMU model of a robot made with ``sensors=False``: never due, has no sample."""
+
+    latest = None
+    dt_us = 0
+    next_us = float("inf")
+
+    def restart(self, t_us: int) -> None:
+        pass
+
+    def observe(self, t_us: int, link_state) -> None:
+        pass
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

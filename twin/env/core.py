@@ -13,17 +13,29 @@ one policy period (``POLICY_RATE_HZ`` = 25 Hz, i.e. 40 ms). The exported ONNX po
 the same target (``pos = q + scale * tanh(mlp)``), so the controller's output is absolute.
 
 Rendering: ``render_mode="rgb_array"`` returns ``RENDER_HEIGHT x RENDER_WIDTH x 3`` uint8 frames
-(PyBullet TinyRenderer, headless, sim backend only); ``"human"`` opens the PyBullet GUI.
+(PyBullet TinyRenderer, headless, sim backend only) with the task's goal drawn as a marker;
+``"human"`` opens the PyBullet GUI. Without a display (Linux with neither ``DISPLAY`` nor
+``WAYLAND_DISPLAY``) ``"human"`` falls back to ``"rgb_array"`` with a warning: the GUI would
+otherwise end the process.
+
+Observations are clipped into their (bounded) space, whose bounds are physical ranges the arm
+does not leave in operation (``features.observation_bounds``). Domain randomisation:
+``randomize=True`` (``twin/env/randomization.py``).
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from collections import deque
 from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 
 from twin.backends import BackendError, open_robot, resolve_options
+from twin.env import randomization as dr
 from twin.env.tasks import DEFAULT_GAINS, PdGains
 from twin.robot import JointCommand, Robot, RobotState
 from twin.spatial import batch
@@ -40,8 +52,46 @@ RENDER_HEIGHT = 240
 HARDWARE_RESET_SPEED_FRACTION = 0.25
 
 
+#: Observation terms that do not depend on the goal: the ``observation`` of the goal-conditioned
+#: form (the goal terms would be stale in a transition relabelled with another goal).
+GOAL_FREE_TERMS = ("joint_pos", "joint_vel", "tcp_pos", "tcp_quat", "gravity_offset", "wrench")
+
+
 class EnvConfigurationError(ValueError):
     """An environment argument is wrong; the message says what was expected."""
+
+
+def display_available() -> bool:
+    """Whether a GUI window can open: always off Linux; on Linux, with an X or Wayland display."""
+    if not sys.platform.startswith("linux"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def resolve_render_mode(render_mode: str | None) -> str | None:
+    """``render_mode``, or ``"rgb_array"`` (with a warning) for ``"human"`` without a display."""
+    if render_mode == "human" and not display_available():
+        warnings.warn(
+            "render_mode='human' needs a display (the PyBullet GUI) and none is set (DISPLAY, "
+            "WAYLAND_DISPLAY); falling back to render_mode='rgb_array'",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return "rgb_array"
+    return render_mode
+
+
+def move_to(robot: Robot, q_goal: np.ndarray, gains: PdGains = DEFAULT_GAINS) -> None:
+    """Drive a robot without ``reset`` (hardware) to ``q_goal`` (6,) rad, slowly: a straight
+    joint-space ramp at ``HARDWARE_RESET_SPEED_FRACTION`` of the velocity limits, PD ``gains``."""
+    q_start = robot.read().q
+    speed = HARDWARE_RESET_SPEED_FRACTION * np.asarray(robot.model.velocity_limits)
+    duration_s = float(np.max(np.abs(q_goal - q_start) / speed))
+    n = max(1, int(np.ceil(duration_s / robot.control_period_s)))
+    for k in range(1, n + 1):
+        q = q_start + (q_goal - q_start) * k / n
+        robot.write(JointCommand(q_des=q, kp=gains.kp, kd=gains.kd))
+        robot.step()
 
 
 def tcp_pose7(model: Any, q: np.ndarray) -> np.ndarray:
@@ -68,12 +118,24 @@ class TwinEnv(gym.Env):
         render_mode: str | None = None,
         robot_options: dict | None = None,
         gains: PdGains = DEFAULT_GAINS,
+        randomize: bool | dr.Randomization = False,
+        goal_conditioned: bool = False,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise EnvConfigurationError(
                 f"render_mode {render_mode!r} is not supported; expected None or one of "
                 f"{self.metadata['render_modes']}"
             )
+        render_mode = resolve_render_mode(render_mode)
+        if randomize is True:
+            randomize = dr.DEFAULT_RANDOMIZATION
+        if randomize is not False and not isinstance(randomize, dr.Randomization):
+            raise EnvConfigurationError(
+                f"randomize must be True, False or a twin.env.randomization.Randomization; "
+                f"got {randomize!r}"
+            )
+        self.randomization: dr.Randomization | None = randomize or None
+        self._draw: dr.EpisodeDraw | None = None
         self.render_mode = render_mode
         self.gains = gains
         self.backend, self._robot_options = self._backend_options(
@@ -92,11 +154,16 @@ class TwinEnv(gym.Env):
             self.close()
             raise
         self._decimation = max(1, round(1.0 / (POLICY_RATE_HZ * self.robot.control_period_s)))
-        n = self.task.observation_size
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float32)
+        low, high = self.task.observation_bounds()
+        self._low, self._high = low.astype(np.float32), high.astype(np.float32)
+        self.observation_space = gym.spaces.Box(self._low, self._high, dtype=np.float32)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(6,), dtype=np.float32)
         self._state: RobotState | None = None
         self._tcp: np.ndarray | None = None
+        self._history: deque[RobotState] = deque(maxlen=1)
+        self.goal_conditioned = goal_conditioned
+        if goal_conditioned:
+            self._goal_spaces()
 
     # -- wiring ---------------------------------------------------------------------------
     def _make_task(self, model: Any) -> Any:
@@ -129,10 +196,19 @@ class TwinEnv(gym.Env):
         """Time one ``step`` advances (s): ``decimation`` control periods of the robot."""
         return self._decimation * self.robot.control_period_s
 
+    def _read(self) -> RobotState:
+        """The state the task sees: the robot's, delayed and perturbed by the episode's draw."""
+        state = self.robot.read()
+        if self._draw is None:
+            return state
+        self._history.append(state)
+        return dr.perturb(self._history[0], self._draw, self.np_random)
+
     def _observe(self) -> np.ndarray:
-        self._state = self.robot.read()
+        self._state = self._read()
         self._tcp = tcp_pose7(self.model, self._state.q)
-        return self.task.observe(self._state, self._tcp)
+        obs = self.task.observe(self._state, self._tcp)
+        return np.clip(obs, self._low, self._high, out=obs)
 
     def _command(self, q_des: np.ndarray) -> JointCommand:
         return JointCommand(q_des=q_des, kp=self.gains.kp, kd=self.gains.kd)
@@ -141,11 +217,20 @@ class TwinEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         rng = self.np_random
-        self.task.sample_goal(rng)
+        goal = self.task.sample_goal(rng)
         q0 = self.task.initial_q(rng)
+        if self.randomization is not None:
+            self._draw = dr.draw(self.randomization, rng)
+            self._history = deque(maxlen=self._draw.observation_delay_periods + 1)
+            dr.apply_physics(self.robot, self._draw)  # before the reset: a payload is re-welded
         self._reset_robot(q0)
+        marker = getattr(self.robot, "set_marker", None)
+        if self.render_mode is not None and callable(marker):
+            marker("goal", goal, radius=0.025, color=(0.9, 0.1, 0.1, 1.0))
         obs = self._observe()
-        return obs, self.task.info(self._state, self._tcp)
+        info = self.task.info(self._state, self._tcp)
+        info["effort_penalty"] = 0.0
+        return self._output(obs), info
 
     def _reset_robot(self, q0: np.ndarray) -> None:
         reset = getattr(self.robot, "reset", None)
@@ -156,28 +241,63 @@ class TwinEnv(gym.Env):
         self.robot.write(self._command(q0))
 
     def _move_to(self, q_goal: np.ndarray) -> None:
-        """Drive a robot without ``reset`` (hardware) to ``q_goal`` (6,) rad, slowly."""
-        q_start = self.robot.read().q
-        speed = HARDWARE_RESET_SPEED_FRACTION * np.asarray(self.model.velocity_limits)
-        duration_s = float(np.max(np.abs(q_goal - q_start) / speed))
-        n = max(1, int(np.ceil(duration_s / self.robot.control_period_s)))
-        for k in range(1, n + 1):
-            self.robot.write(self._command(q_start + (q_goal - q_start) * k / n))
-            self.robot.step()
+        move_to(self.robot, q_goal, self.gains)
 
     def step(self, action):
         if self._state is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         a = np.clip(np.asarray(action, dtype=float).reshape(6), -1.0, 1.0)
         q_des = np.clip(self._state.q + ACTION_SCALE_RAD * a, self.model.lower, self.model.upper)
-        self.robot.write(self._command(q_des))
-        for _ in range(self._decimation):
+        command = self._command(q_des)
+        latency = 0 if self._draw is None else self._draw.actuation_latency_periods
+        for k in range(self._decimation):
+            if k == min(latency, self._decimation - 1):
+                self.robot.write(command)
             self.robot.step()
+            if self._draw is not None and k < self._decimation - 1:
+                self._history.append(self.robot.read())
         obs = self._observe()
-        reward = self.task.reward(self._state, self._tcp, a)
-        terminated = self.task.terminated(self._state, self._tcp)
         info = self.task.info(self._state, self._tcp)
-        return obs, reward, terminated, False, info
+        info["effort_penalty"] = self.task.effort_penalty(self._state, a)
+        reward = self.task.reward(self._state, self._tcp, a, info)
+        terminated = self.task.terminated(self._state, self._tcp)
+        return self._output(obs), reward, terminated, False, info
+
+    # -- goal-conditioned form ------------------------------------------------------------
+    def _goal_spaces(self) -> None:
+        """``goal_conditioned=True``: a ``Dict`` observation (``observation``: the terms that do
+        not depend on the goal, ``achieved_goal``, ``desired_goal``), the convention of HER
+        replay buffers (SB3's ``HerReplayBuffer``, panda-gym)."""
+        names = np.concatenate([[n] * size for n, size, _ in self.task.layout])
+        self._free = np.isin(names, GOAL_FREE_TERMS)
+        g_low, g_high = self.task.goal_bounds()
+        goal = gym.spaces.Box(g_low.astype(np.float32), g_high.astype(np.float32))
+        self.observation_space = gym.spaces.Dict(
+            {
+                "observation": gym.spaces.Box(self._low[self._free], self._high[self._free]),
+                "achieved_goal": goal,
+                "desired_goal": goal,
+            }
+        )
+
+    def _output(self, obs: np.ndarray):
+        if not self.goal_conditioned:
+            return obs
+        space = self.observation_space["achieved_goal"]
+        return {
+            "observation": obs[self._free],
+            "achieved_goal": np.clip(
+                self.task.achieved_goal(self._state, self._tcp), space.low, space.high
+            ).astype(np.float32),
+            "desired_goal": np.clip(self.task.desired_goal(), space.low, space.high).astype(
+                np.float32
+            ),
+        }
+
+    def compute_reward(self, achieved_goal, desired_goal, info) -> np.ndarray:
+        """The step reward of goals (..., g) ``achieved_goal`` and ``desired_goal``, with the
+        ``effort_penalty`` of ``info`` (one dict or an array of them), vectorised."""
+        return np.asarray(self.task.compute_reward(achieved_goal, desired_goal, info), float)
 
     def render(self):
         if self.render_mode != "rgb_array":

@@ -21,7 +21,10 @@ class ReachEnv(TwinEnv):
 
     def __init__(self, *, model_features: bool = True, **kwargs: Any) -> None:
         self.model_features = model_features
-        super().__init__(**kwargs)
+        options = dict(kwargs.pop("robot_options", None) or {})
+        if kwargs.get("backend", "sim") == "sim":
+            options.setdefault("sensors", False)  # Reach observes the joints only
+        super().__init__(robot_options=options, **kwargs)
 
     def _make_task(self, model: Any) -> ReachTask:
         def model_terms(q):
@@ -73,4 +76,5 @@ class PressEnv(TwinEnv):
         super()._reset_robot(q0)
         for _ in range(max(1, round(self.TARE_SETTLE_S / self.robot.control_period_s))):
             self.robot.step()
-        self.task.tare(None if (w := self.robot.read().wrench) is None else w.wrench)
+        # tared on the reading the task sees (a randomised bias is removed, as a tare does)
+        self.task.tare(None if (w := self._read().wrench) is None else w.wrench)

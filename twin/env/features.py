@@ -35,9 +35,10 @@ REACH_OBS_SIZE = sum(size for _, size, _ in REACH_TERMS)
 #: ``ik_step`` (6,) rad: a damped-least-squares IK step, the joint motion that would remove the
 #: pose error to first order: ``dq = Jw^T (Jw Jw^T + IK_DAMPING I)^-1 ew``, ``Jw = W J(q)``,
 #: ``ew = W [p_target - p_tcp; world_R_tcp rot_error]``, ``W = diag(IK_POSITION_WEIGHT x3, 1 x3)``
-#: (1/m, 1), clipped to +-IK_STEP_CLIP_RAD. The inverse is taken by
-#: ``IK_NEWTON_SCHULZ_ITERATIONS`` Newton-Schulz iterations from ``I / trace``, the same
-#: arithmetic the graph uses (ONNX has no inverse op).
+#: (1/m, 1), clipped to +-IK_STEP_CLIP_RAD. The graph takes the inverse by
+#: ``IK_NEWTON_SCHULZ_ITERATIONS`` Newton-Schulz iterations from ``I / trace`` (ONNX has no
+#: inverse op); they converge well within that count, so here one linear solve gives the same
+#: step to rounding (``tests/test_policies_export.py`` checks both agree).
 #:
 #: ``gravity_offset`` (6,) rad: the joint-target offset that holds the arm against gravity under
 #: the PD law, ``tau_hold(q) / kp``, from the masses and centres of mass of the links on the
@@ -76,20 +77,64 @@ def gravity_offset(arm, q: np.ndarray, kp: np.ndarray) -> np.ndarray:
 
     ``tau_hold_k = g0 [z_k x (S_k - M_k o_k)]_z`` with ``S_k``, ``M_k`` the first moment and
     mass of the chain links beyond joint k, ``z_k``, ``o_k`` its axis and origin (base frame).
+    The links behind a fixed joint are lumped into the moving link they hang on (``_ChainData``)
+    and the sums beyond each joint are reversed cumulative sums: one pass, no loop.
     """
-    chain = tcp_chain(arm)
-    frames = arm.tree.rotations_translations(np.atleast_2d(q))
-    names = arm.tree.link_names
+    data = _chain_data(arm)
+    frames = arm.tree.rotations_translations(np.atleast_2d(q), data.names)
+    r = np.stack([frames[name][0][0] for name in data.names])  # (J, 3, 3) base_R_link
+    p = np.stack([frames[name][1][0] for name in data.names])  # (J, 3) base_p_link, m
+    first = data.mass[:, None] * (p + np.einsum("kij,kj->ki", r, data.com))  # (J, 3) kg m
+    moment = np.cumsum(first[::-1], axis=0)[::-1]  # first moment of the links beyond each joint
+    z = np.einsum("kij,kj->ki", r, data.axis)  # joint axes, base frame
+    lever = moment - data.mass_beyond[:, None] * p
     tau = np.zeros(arm.n_joints)
-    moment, mass = np.zeros(3), 0.0
-    for edge, m, com in reversed(chain):
-        r, p = frames[names[edge.link]]
-        moment = moment + m * (p[0] + r[0] @ com)
-        mass += m
-        if edge.q_index >= 0:
-            z = r[0] @ edge.axis
-            tau[edge.q_index] = GRAVITY_M_S2 * np.cross(z, moment - mass * p[0])[2]
+    tau[data.q_index] = GRAVITY_M_S2 * (z[:, 0] * lever[:, 1] - z[:, 1] * lever[:, 0])
     return tau / np.asarray(kp, float)
+
+
+class _ChainData:
+    """``tcp_chain`` lumped onto its moving joints: for each moving edge (base to TCP) the name of
+    its link, the mass (J,) kg and centre of mass (J, 3) m (link frame) of that link with the
+    links fixed to it, the mass beyond the joint (J,) kg, the axis (J, 3) (link frame) and the
+    index into ``q``."""
+
+    def __init__(self, arm) -> None:
+        link_names = arm.tree.link_names
+        names, masses, moments, axes, q_index = [], [], [], [], []
+        acc_r, acc_p = np.eye(3), np.zeros(3)  # moving link frame -> current link frame
+        for edge, m, com in tcp_chain(arm):
+            if edge.q_index >= 0:
+                names.append(link_names[edge.link])
+                masses.append(0.0)
+                moments.append(np.zeros(3))
+                axes.append(np.asarray(edge.axis, float))
+                q_index.append(edge.q_index)
+                acc_r, acc_p = np.eye(3), np.zeros(3)
+            elif not names:
+                continue  # fixed to the base: beyond no joint
+            else:
+                acc_r, acc_p = acc_r @ edge.origin_r, acc_p + acc_r @ edge.origin_p
+            masses[-1] += m
+            moments[-1] = moments[-1] + m * (acc_p + acc_r @ com)
+        self.names = tuple(names)
+        self.mass = np.array(masses)
+        self.com = np.array([s / m if m > 0.0 else np.zeros(3) for s, m in zip(moments, masses)])
+        self.mass_beyond = np.cumsum(self.mass[::-1])[::-1]
+        self.axis = np.array(axes)
+        self.q_index = np.array(q_index)
+
+
+_CHAIN_CACHE: dict[int, tuple[object, _ChainData]] = {}
+
+
+def _chain_data(arm) -> _ChainData:
+    """The arm's ``_ChainData``, built once per arm object."""
+    hit = _CHAIN_CACHE.get(id(arm))
+    if hit is None or hit[0] is not arm:
+        hit = (arm, _ChainData(arm))
+        _CHAIN_CACHE[id(arm)] = hit
+    return hit[1]
 
 
 #: Extra terms of the Press observation, appended to the Reach layout.
@@ -100,6 +145,60 @@ PRESS_EXTRA_TERMS: tuple[tuple[str, int, float], ...] = (
 )
 PRESS_TERMS = REACH_TERMS + PRESS_EXTRA_TERMS
 PRESS_OBS_SIZE = sum(size for _, size, _ in PRESS_TERMS)
+
+
+#: Raw (unscaled) bounds of the observation terms that are not fixed by construction: the arm
+#: does not leave them in operation (the environment clips into them; see ``observation_bounds``).
+JOINT_POS_MARGIN_RAD = 0.2  # beyond the joint limits
+JOINT_SPEED_BOUND_RAD_S = 100.0  # a tool striking the table spins the wrist up to ~55 rad/s
+WORKSPACE_BOUND_M = 1.5  # |x|, |y|, |z| of any TCP or target position (base frame)
+GRAVITY_OFFSET_BOUND_RAD = 2.0
+FORCE_BOUND_N = 1000.0
+TORQUE_BOUND_NM = 50.0
+TARGET_FORCE_BOUND_N = 50.0
+
+
+def _term_bounds(name: str, size: int, lower: np.ndarray, upper: np.ndarray):
+    """Raw (low, high) of one term, (size,) each."""
+    ones = np.ones(size)
+    fixed = {
+        "joint_vel": JOINT_SPEED_BOUND_RAD_S,
+        "tcp_pos": WORKSPACE_BOUND_M,
+        "target_pos": WORKSPACE_BOUND_M,
+        "tcp_quat": 1.0,
+        "target_quat": 1.0,
+        "pos_error_tcp": 2.0 * np.sqrt(3.0) * WORKSPACE_BOUND_M,
+        "rot_error_tcp": 2.0,  # 2 |v| of a unit quaternion
+        "ik_step": IK_STEP_CLIP_RAD,
+        "gravity_offset": GRAVITY_OFFSET_BOUND_RAD,
+        "force_error": FORCE_BOUND_N + TARGET_FORCE_BOUND_N,
+    }
+    if name == "joint_pos":
+        return np.asarray(lower, float) - JOINT_POS_MARGIN_RAD, (
+            np.asarray(upper, float) + JOINT_POS_MARGIN_RAD
+        )
+    if name == "wrench":
+        b = np.array([FORCE_BOUND_N] * 3 + [TORQUE_BOUND_NM] * 3)
+        return -b, b
+    if name == "target_force":
+        return 0.0 * ones, TARGET_FORCE_BOUND_N * ones
+    return -fixed[name] * ones, fixed[name] * ones
+
+
+def observation_bounds(
+    terms: tuple[tuple[str, int, float], ...], lower: np.ndarray, upper: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) (n,) of an observation layout, scaled as the observation; ``lower``/``upper``
+    (6,) rad the joint limits."""
+    lows, highs = zip(*(_term_bounds(name, size, lower, upper) for name, size, _ in terms))
+    k = scales(terms)
+    return np.concatenate(lows) * k, np.concatenate(highs) * k
+
+
+def goal_bounds(with_force: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) of a goal: a pose (7,) [p m, q], with the pushed force N appended (8,)."""
+    high = np.array([WORKSPACE_BOUND_M] * 3 + [1.0] * 4 + ([FORCE_BOUND_N] if with_force else []))
+    return -high, high
 
 
 def scales(terms: tuple[tuple[str, int, float], ...]) -> np.ndarray:
@@ -154,16 +253,18 @@ def ik_step(
 ) -> np.ndarray:
     """``IK_STEP_TERM`` (6,) rad: the DLS IK step from the TCP Jacobian (6, 6) [v; w] (base
     frame) and the errors of ``pose_error_tcp`` (TCP frame, rotated back to the world)."""
-    w = ik_weights()
-    e = np.concatenate(
-        (quaternion.rotate(tcp_quat, pos_error_tcp), quaternion.rotate(tcp_quat, rot_error_tcp))
-    )
+    w = _IK_WEIGHTS
+    world_r_tcp = quaternion.to_matrix(tcp_quat)
+    e = np.concatenate((world_r_tcp @ pos_error_tcp, world_r_tcp @ rot_error_tcp))
     jw = np.asarray(jacobian, float) * w[:, None]
-    a = jw @ jw.T + IK_DAMPING * np.eye(6)
-    x = np.eye(6) / np.trace(a)
-    for _ in range(IK_NEWTON_SCHULZ_ITERATIONS):
-        x = x @ (2.0 * np.eye(6) - a @ x)
-    return np.clip(jw.T @ (x @ (w * e)), -IK_STEP_CLIP_RAD, IK_STEP_CLIP_RAD)
+    a = jw @ jw.T + _IK_DAMPING_EYE
+    # The graph's Newton-Schulz iterations have converged to a^-1 well within their count (the
+    # damping bounds a's condition number), so one solve gives the same step, faster.
+    return np.clip(jw.T @ np.linalg.solve(a, w * e), -IK_STEP_CLIP_RAD, IK_STEP_CLIP_RAD)
+
+
+_IK_WEIGHTS = ik_weights()
+_IK_DAMPING_EYE = IK_DAMPING * np.eye(6)
 
 
 def reach_observation(

@@ -10,21 +10,28 @@ from gymnasium.envs.registration import register, registry
 EPISODE_DURATION_S = 4.0
 MAX_EPISODE_STEPS = 100
 
-#: Every environment id of the project; tests loop over this tuple.
+#: The environment ids with a flat (Box) observation; tests loop over this tuple.
 ENV_IDS = ("twin/Reach-v0", "twin/Press-v0")
+#: Their goal-conditioned forms (``goal_conditioned=True``: a ``Dict`` observation with
+#: ``observation``, ``achieved_goal``, ``desired_goal`` and ``env.compute_reward``, for HER).
+GOAL_ENV_IDS = ("twin/ReachGoal-v0", "twin/PressGoal-v0")
 
 _ENTRY_POINTS = {
-    "twin/Reach-v0": "twin.env.envs:ReachEnv",
-    "twin/Press-v0": "twin.env.envs:PressEnv",
+    "twin/Reach-v0": ("twin.env.envs:ReachEnv", {}),
+    "twin/Press-v0": ("twin.env.envs:PressEnv", {}),
+    "twin/ReachGoal-v0": ("twin.env.envs:ReachEnv", {"goal_conditioned": True}),
+    "twin/PressGoal-v0": ("twin.env.envs:PressEnv", {"goal_conditioned": True}),
 }
 
 
 def register_envs() -> None:
-    """Register ``ENV_IDS`` with Gymnasium (idempotent)."""
-    for env_id in ENV_IDS:
+    """Register ``ENV_IDS`` and ``GOAL_ENV_IDS`` with Gymnasium (idempotent)."""
+    for env_id in ENV_IDS + GOAL_ENV_IDS:
         if env_id not in registry:
+            entry_point, kwargs = _ENTRY_POINTS[env_id]
             register(
                 id=env_id,
-                entry_point=_ENTRY_POINTS[env_id],
+                entry_point=entry_point,
+                kwargs=kwargs,
                 max_episode_steps=MAX_EPISODE_STEPS,
             )

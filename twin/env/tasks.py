@@ -51,13 +51,63 @@ DEFAULT_GAINS = PdGains(
 
 def pose_error(tcp_pose: np.ndarray, target_pose: np.ndarray) -> tuple[float, float]:
     """Position error (m) and rotation angle (rad, 2 atan2) between two (7,) poses."""
-    dp = float(np.linalg.norm(np.asarray(target_pose[:3]) - np.asarray(tcp_pose[:3])))
-    ang = float(quaternion.angle_between(tcp_pose[3:], target_pose[3:]))
-    return dp, ang
+    dp, ang = pose_errors(tcp_pose, target_pose)
+    return float(dp), float(ang)
+
+
+def pose_errors(achieved: np.ndarray, desired: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Position errors (...,) m and rotation angles (...,) rad of poses (..., 7) (and more
+    columns, ignored) [px, py, pz, qw, qx, qy, qz]: the batched ``pose_error``."""
+    a, d = np.asarray(achieved, float), np.asarray(desired, float)
+    dp = np.linalg.norm(d[..., :3] - a[..., :3], axis=-1)
+    return dp, quaternion.angle_between(a[..., 3:7], d[..., 3:7])
+
+
+def info_values(info, key: str) -> np.ndarray | float:
+    """``info[key]`` of one info dict, or the array of it over a sequence of info dicts (what
+    HER replay buffers pass to ``compute_reward``); 0 without info."""
+    if info is None:
+        return 0.0
+    if isinstance(info, dict):
+        return float(info.get(key, 0.0))
+    return np.array([float(i.get(key, 0.0)) for i in np.ravel(info)]).reshape(np.shape(info))
+
+
+def reach_reward(achieved: np.ndarray, desired: np.ndarray, info=None) -> np.ndarray:
+    """Reach reward (...,) of TCP poses ``achieved`` and targets ``desired`` (..., 7):
+    ``-(2 d + 0.5 angle) + 1 [success] - info["effort_penalty"]`` (see ``ReachTask.reward``)."""
+    d, ang = pose_errors(achieved, desired)
+    success = (d <= REACH_POS_TOL_M) & (ang <= REACH_ROT_TOL_RAD)
+    return -(2.0 * d + 0.5 * ang) + success - info_values(info, "effort_penalty")
+
+
+def press_reward(achieved: np.ndarray, desired: np.ndarray, info=None) -> np.ndarray:
+    """Press reward (...,) of ``achieved`` = [TCP pose (7), pushed force N] and ``desired`` =
+    [contact pose (7), target force N] (..., 8):
+    ``-2 d - 0.5 angle - min(|F - F*| / F*, 2) + 1 [in band] - info["effort_penalty"]``."""
+    a, g = np.asarray(achieved, float), np.asarray(desired, float)
+    d, ang = pose_errors(a, g)
+    rel = np.abs(a[..., 7] - g[..., 7]) / g[..., 7]
+    in_band = rel <= PRESS_FORCE_TOL
+    return (
+        -2.0 * d - 0.5 * ang - np.minimum(rel, 2.0) + in_band - info_values(info, "effort_penalty")
+    )
+
+
+class _Bounds:
+    """The spaces' bounds of a task with ``layout``, ``lower``/``upper`` joint limits (rad)."""
+
+    GOAL_HAS_FORCE = False
+
+    def observation_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return features.observation_bounds(self.layout, self.lower, self.upper)
+
+    def goal_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return features.goal_bounds(with_force=self.GOAL_HAS_FORCE)
 
 
 @dataclass
-class ReachTask:
+class ReachTask(_Bounds):
     """Move the TCP to a sampled target pose (position and orientation).
 
     ``fk(q) -> (7,)`` pose of the TCP in the world [px, py, pz, qw, qx, qy, qz];
@@ -92,6 +142,10 @@ class ReachTask:
                 self.target_pose = pose
                 return pose
 
+    @property
+    def layout(self) -> tuple[tuple[str, int, float], ...]:
+        return features.reach_layout(self.model_terms is not None)
+
     def observe(self, state: RobotState, tcp_pose: np.ndarray) -> np.ndarray:
         terms = None if self.model_terms is None else self.model_terms(state.q)
         return features.reach_observation(state.q, state.qd, tcp_pose, self.target_pose, terms)
@@ -99,16 +153,27 @@ class ReachTask:
     def errors(self, tcp_pose: np.ndarray) -> tuple[float, float]:
         return pose_error(tcp_pose, self.target_pose)
 
-    def reward(self, state: RobotState, tcp_pose: np.ndarray, action: np.ndarray) -> float:
+    def achieved_goal(self, state: RobotState, tcp_pose: np.ndarray) -> np.ndarray:
+        """The TCP pose (7,) world."""
+        return np.asarray(tcp_pose, float)
+
+    def desired_goal(self) -> np.ndarray:
+        """The target pose (7,) world."""
+        return self.target_pose
+
+    @staticmethod
+    def effort_penalty(state: RobotState, action: np.ndarray) -> float:
+        """``0.01 |a|^2 + 0.005 |qd|^2``: the part of the reward that is not the goal's."""
+        return 0.01 * float(np.dot(action, action)) + 0.005 * float(np.dot(state.qd, state.qd))
+
+    compute_reward = staticmethod(reach_reward)
+
+    def reward(
+        self, state: RobotState, tcp_pose: np.ndarray, action: np.ndarray, info: dict | None = None
+    ) -> float:
         """Dense: ``-(2 d + 0.5 angle) + 1 [success] - 0.01 |a|^2 - 0.005 |qd|^2``."""
-        d, ang = self.errors(tcp_pose)
-        bonus = 1.0 if self.is_success(tcp_pose) else 0.0
-        return float(
-            -(2.0 * d + 0.5 * ang)
-            + bonus
-            - 0.01 * float(np.dot(action, action))
-            - 0.005 * float(np.dot(state.qd, state.qd))
-        )
+        info = {"effort_penalty": self.effort_penalty(state, action)} if info is None else info
+        return float(reach_reward(tcp_pose, self.target_pose, info))
 
     def is_success(self, tcp_pose: np.ndarray) -> bool:
         d, ang = self.errors(tcp_pose)
@@ -141,7 +206,7 @@ TOOL_DOWN_QUAT = np.array([0.0, 0.0, 1.0, 0.0])
 
 
 @dataclass
-class PressTask:
+class PressTask(_Bounds):
     """Bring the tool onto the table surface and hold a target normal force.
 
     ``fk(q) -> (7,)`` TCP pose (world); ``ik(pose7, q_ref) -> (6,) | None``; ``surface_z_m`` the
@@ -209,14 +274,31 @@ class PressTask:
             state.q, state.qd, tcp_pose, self.target_pose, self._wrench, self.target_force_n
         )
 
-    def reward(self, state: RobotState, tcp_pose: np.ndarray, action: np.ndarray) -> float:
+    layout = features.PRESS_TERMS
+
+    GOAL_HAS_FORCE = True
+
+    def achieved_goal(self, state: RobotState, tcp_pose: np.ndarray) -> np.ndarray:
+        """[TCP pose (7,) world, pushed force N] (8,)."""
+        return np.append(np.asarray(tcp_pose, float), self.pushed_force_n())
+
+    def desired_goal(self) -> np.ndarray:
+        """[contact pose (7,) world, target force N] (8,)."""
+        return np.append(self.target_pose, self.target_force_n)
+
+    @staticmethod
+    def effort_penalty(state: RobotState, action: np.ndarray) -> float:
+        """``0.01 |a|^2``: the part of the reward that is not the goal's."""
+        return 0.01 * float(np.dot(action, action))
+
+    compute_reward = staticmethod(press_reward)
+
+    def reward(
+        self, state: RobotState, tcp_pose: np.ndarray, action: np.ndarray, info: dict | None = None
+    ) -> float:
         """``-2 d - 0.5 angle - min(|F - F*| / F*, 2) + 1 [in band] - 0.01 |a|^2``."""
-        d, ang = pose_error(tcp_pose, self.target_pose)
-        rel = abs(self.pushed_force_n() - self.target_force_n) / self.target_force_n
-        in_band = 1.0 if rel <= PRESS_FORCE_TOL else 0.0
-        return float(
-            -2.0 * d - 0.5 * ang - min(rel, 2.0) + in_band - 0.01 * float(np.dot(action, action))
-        )
+        info = {"effort_penalty": self.effort_penalty(state, action)} if info is None else info
+        return float(press_reward(self.achieved_goal(state, tcp_pose), self.desired_goal(), info))
 
     def is_success(self, tcp_pose: np.ndarray) -> bool:
         return self._in_band_s >= PRESS_HOLD_S - 1e-9
