@@ -26,6 +26,10 @@ AGREEMENT = {
     "final_rotation_error_rad": 0.02,
     "weight_n": 0.1,
     "residual_force_n": 0.05,
+    "max_goal_error_m": 0.003,
+    "policy_max_position_error_m": 0.005,
+    "policy_max_rotation_error_rad": 0.02,
+    "payload_rel_error": 0.01,
 }
 
 
@@ -38,7 +42,7 @@ def suite_runs(tmp_path_factory):
 
 def test_the_shipped_suite_covers_planner_controller_ft_and_live_twin():
     kinds = {load_scenario(f).task for f in SUITE}
-    assert kinds == {"plan_execute", "policy", "ft_weigh", "shadow_contact"}
+    assert kinds == {"pick_place", "plan_execute", "policy", "ft_weigh", "shadow_contact"}
     contact = [load_scenario(f) for f in SUITE if load_scenario(f).task == "shadow_contact"]
     assert {any(s.params["contact_force_n"]) for s in contact} == {True, False}
 
@@ -63,7 +67,14 @@ def test_sim_and_emulated_hardware_agree_within_the_hardware_quantisation(suite_
                 continue
             assert abs(sim[metric] - hw[metric]) <= bound, (name, metric, sim[metric], hw[metric])
             compared += 1
-        for metric in ("plan_success", "contact_detected", "success_rate", "tare_ok"):
+        for metric in (
+            "plan_success",
+            "contact_detected",
+            "success_rate",
+            "tare_ok",
+            "steps_ok",
+            "all_paths_collision_free",
+        ):
             if metric in sim:
                 assert sim[metric] == hw[metric], (name, metric)
     assert compared >= 6

@@ -46,6 +46,7 @@ TASK_FIELDS: dict[str, dict[str, tuple[Any, str]]] = {
         "weigh_s": (0.5, "positive"),
         "settle_s": (0.5, "positive"),
     },
+    "pick_place": {},
     "shadow_contact": {
         "contact_force_n": ((0.0, 0.0, 0.0), "vec3"),
         "contact_at_s": (1.0, "positive"),
@@ -121,6 +122,24 @@ def _value(kind: str, value: Any, where: str) -> Any:
     return float(value)
 
 
+def _scene(scene: str, path: pathlib.Path, where: str) -> str:
+    """A shipped scene's name as it is; a scene file (``*.json``) relative to the scenario file,
+    or one of the scene files shipped beside the named scenes (``pick_place``) by its stem."""
+    from twin.scenes import SHIPPED_SCENES, scenes_dir
+
+    if scene in SHIPPED_SCENES:
+        return scene
+    candidates = [path.parent / scene, scenes_dir() / scene, scenes_dir() / f"{scene}.json"]
+    for candidate in candidates:
+        if candidate.suffix == ".json" and candidate.is_file():
+            return str(candidate.resolve())
+    raise ScenarioError(
+        f"{where}: [scenario] scene = {scene!r}{closest(scene, SHIPPED_SCENES)}: expected a "
+        f"shipped scene ({', '.join(SHIPPED_SCENES)}), a scene file shipped beside them, or a "
+        "scene .json file relative to the scenario file"
+    )
+
+
 def load_scenario(path: str | os.PathLike) -> Scenario:
     """Read and validate one scenario file; raises ``ScenarioError`` naming what is wrong."""
     path = pathlib.Path(path)
@@ -154,6 +173,8 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
         raise ScenarioError(f"{where}: [scenario] name: expected a non-empty string, got {name!r}")
     if scene is not None and (not isinstance(scene, str) or not scene):
         raise ScenarioError(f"{where}: [scenario] scene: expected a scene name, got {scene!r}")
+    if scene is not None:
+        scene = _scene(scene, path, where)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ScenarioError(f"{where}: [scenario] seed: expected an integer >= 0, got {seed!r}")
     start = data.get("start", {})

@@ -83,6 +83,10 @@ class _SourcePlant:
         with self._source.lock:
             self._source.robot.attach_payload(mass, com, radius)
 
+    def detach_payload(self) -> None:
+        with self._source.lock:
+            self._source.robot.detach_payload()
+
     def set_external_force(self, force, link: str = "tcp") -> None:
         with self._source.lock:
             self._source.robot.set_external_force(force, link)
@@ -118,10 +122,9 @@ def _robot(scenario: Scenario, backend: str, seed: int) -> Iterator[tuple[Robot,
             pump.close()
 
 
-def _settle(robot: Robot, q: np.ndarray | None) -> None:
-    """Hold the start (or measured) position for a moment: every run starts at rest."""
-    q = np.asarray(robot.read().q if q is None else q, dtype=float)
-    hold(robot, q, 0.2)
+def _settle(robot: Robot, q: np.ndarray) -> None:
+    """Hold the start position for a moment: a run from a given start starts at rest there."""
+    hold(robot, np.asarray(q, dtype=float), 0.2)
 
 
 def run_scenario(
@@ -160,9 +163,12 @@ def run_scenario(
                 result.recording = path
             try:
                 start = None if scenario.start_q is None else np.asarray(scenario.start_q)
-                if start is not None and callable(getattr(robot, "reset", None)):
-                    robot.reset(q=start)  # a sim is reset in place; emulated physics starts there
-                _settle(robot, start)
+                if start is not None:
+                    if callable(getattr(robot, "reset", None)):
+                        robot.reset(
+                            q=start
+                        )  # a sim is reset in place; the emulated one starts there
+                    _settle(robot, start)
                 result.metrics = TASKS[scenario.task](robot, scenario, plant)
             finally:
                 if record_dir is not None:

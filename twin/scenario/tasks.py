@@ -41,6 +41,15 @@ METRICS: dict[str, tuple[str, ...]] = {
     ),
     "ft_weigh": ("tare_ok", "weight_n", "residual_force_n"),
     "shadow_contact": ("contact_detected", "contact_detected_within_s", "false_events"),
+    "pick_place": (
+        "steps_ok",
+        "max_goal_error_m",
+        "all_paths_collision_free",
+        "policy_max_position_error_m",
+        "policy_max_rotation_error_rad",
+        "payload_rel_error",
+        "imu_gravity_angle_rad",
+    ),
 }
 GRAVITY_M_S2 = 9.81
 #: After a push ends, the time the live twin may take to release its contact flag (s).
@@ -51,6 +60,8 @@ class Plant(Protocol):
     """The world around the arm: a payload at the TCP, an external force on the arm."""
 
     def attach_payload(self, mass: float, com=(0.0, 0.0, 0.0), radius: float = 0.02) -> None: ...
+
+    def detach_payload(self) -> None: ...
 
     def set_external_force(self, force: np.ndarray | None, link: str = "tcp") -> None: ...
 
@@ -256,10 +267,29 @@ def shadow_contact(robot: Robot, scenario: Scenario, plant: Plant | None) -> dic
     }
 
 
+def pick_place(robot: Robot, scenario: Scenario, plant: Plant | None) -> dict[str, Any]:
+    """The demo's sequence (``twin.demo``) as a scenario: a touch pick from the bin and a touch
+    place on the shelf with a carried box around the scene's obstacles, the reach policy to
+    targets, weighing the object, the IMU at rest; its figures are the metrics."""
+    import json
+    import pathlib
+    import tempfile
+
+    from twin.demo import STEP_NAMES, PayloadGripper, run_demo
+
+    gripper = None if plant is None else PayloadGripper(plant)
+    with tempfile.TemporaryDirectory() as out:
+        steps = run_demo(None, seed=scenario.seed, out=out, robot=robot, gripper=gripper)
+        summary = json.loads((pathlib.Path(out) / "figures.json").read_text())["summary"]
+    ok = int(sum(bool(s.ok) for s in steps)) if len(steps) == len(STEP_NAMES) else 0
+    return {"steps_ok": ok, **{k: summary[k] for k in METRICS["pick_place"][1:]}}
+
+
 #: Task kind -> its runner.
 TASKS: dict[str, Callable[[Robot, Scenario, Plant | None], dict[str, Any]]] = {
     "plan_execute": plan_execute,
     "policy": policy,
     "ft_weigh": ft_weigh,
     "shadow_contact": shadow_contact,
+    "pick_place": pick_place,
 }
