@@ -361,3 +361,16 @@ def test_the_command_line_records_a_run_with_what_the_layers_publish(tmp_path):
     )  # fmt: skip
     assert bad.returncode == 2
     assert "expected a file name ending in .mcap" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_twin_plan_records_its_requests_and_results(tmp_path):
+    path = tmp_path / "plan.mcap"
+    done = subprocess.run(
+        [sys.executable, "-m", "twin", "plan", "--scene", "table", "--goal", "0.4,0.1,0.3",
+         "--out", str(tmp_path / "plan"), "--no-render", "--record", str(path)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (event,) = read_recording(path).on("/events")
+    assert (event.data["source"], event.data["kind"]) == ("planner", "path")
+    assert event.data["detail"]["error"] is None and len(event.data["detail"]["waypoints"]) >= 1

@@ -12,12 +12,14 @@ home, ``--start`` or (``--backend``) the robot's measured joints.
 from __future__ import annotations
 
 import argparse
-import difflib
+import contextlib
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from twin.cli.common import add_backend_options, backend_session
+from twin.names import closest
 from twin.spatial import batch
 
 DEFAULT_OUT = Path("twin-plan")
@@ -51,10 +53,9 @@ def resolve_scene(name: str) -> Path:
     path = Path(name)
     if path.suffix == ".json" and path.is_file():
         return path
-    close = difflib.get_close_matches(name, list(shipped), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise GoalError(
-        f"unknown scene {name!r}{hint}; expected one of {sorted(shipped)} or a .json path"
+        f"unknown scene {name!r}{closest(name, shipped)}; expected one of {sorted(shipped)} or a "
+        ".json path"
     )
 
 
@@ -72,13 +73,23 @@ def goal_configurations(model, values: np.ndarray, reference: np.ndarray) -> np.
 def _start(args: argparse.Namespace, home: np.ndarray) -> np.ndarray:
     if args.start is not None:
         return parse_numbers(args.start, (6,), "--start")
-    if args.backend is None:
+    if args.backend is None and not args.emulate:
         return home
     from twin.backends import open_robot
 
-    options = {"config": args.config} if args.config is not None else {}
-    with open_robot(args.backend, **options) as robot:
+    with backend_session(args) as options, open_robot(**options) as robot:
         return np.array(robot.read().q, dtype=float)
+
+
+def _recording(args: argparse.Namespace, scene: Path):
+    """The planner's requests and results recorded to ``--record`` (``twin.record``), or
+    nothing without the option."""
+    if getattr(args, "record", None) is None:
+        return contextlib.nullcontext()
+    from twin.record import LayerRecording, versions
+
+    metadata = {"command": "plan", "scene": str(scene), "seed": args.seed, "versions": versions()}
+    return LayerRecording(args.record, metadata)
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -117,13 +128,14 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.sequence:
         requests = [g["configurations"] for g in goals]
     q, waypoints, stats, result = start, [], {}, None
-    for configurations in requests:
-        result = planner.path(InitialState(q), PathRequest(list(configurations)))
-        if not result:
-            break
-        waypoints += result.path()
-        stats = {k: stats.get(k, 0.0) + v for k, v in result.stats.items()}
-        q = result.final_configuration()
+    with _recording(args, scene):  # --record: every request and its result, as /events
+        for configurations in requests:
+            result = planner.path(InitialState(q), PathRequest(list(configurations)))
+            if not result:
+                break
+            waypoints += result.path()
+            stats = {k: stats.get(k, 0.0) + v for k, v in result.stats.items()}
+            q = result.final_configuration()
     if result and args.sequence:  # one result through every goal, in order
         result = type(result)(None, len(goals) - 1, result.tcp, tuple(waypoints), stats)
     doc = path_document(planner, start, goals, result, scene.stem)
@@ -161,13 +173,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--sequence", action="store_true", help="plan through the goals in order (not: pick one)"
     )
-    parser.add_argument(
-        "--backend",
-        choices=("sim", "hardware"),
-        default=None,
-        help="start from this robot's measured joints",
-    )
-    parser.add_argument("--config", default=None, help="hardware TOML (backend hardware)")
+    add_backend_options(parser)  # with --backend (or --emulate): start from its measured joints
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--out",

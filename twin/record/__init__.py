@@ -26,7 +26,7 @@ from twin.record.reader import (
     recording_info,
 )
 from twin.record.replay import SIGNALS, Divergence, ReplayReport, replay
-from twin.record.robot import RecordingRobot
+from twin.record.robot import LayerRecording, RecordingRobot
 from twin.record.writer import McapWriter
 
 
@@ -77,6 +77,7 @@ __all__ = [
     "SIGNALS",
     "ChannelInfo",
     "Divergence",
+    "LayerRecording",
     "McapWriter",
     "Message",
     "Recording",

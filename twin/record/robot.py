@@ -161,16 +161,7 @@ class RecordingRobot(Robot):
         """Record what a layer above published (``source``: "controller", "planner", "ft",
         "shadow", ...; ``kind``: what happened), at the last read's robot time."""
         self.recording.add(
-            "/events",
-            self._t_us,
-            _identity,
-            {
-                "step": self._steps,
-                "t_us": self._t_us,
-                "source": source,
-                "kind": kind,
-                "detail": _json_value(detail),
-            },
+            "/events", self._t_us, event_message(self._steps, self._t_us, source, kind, detail)
         )
 
     def _frames_json(self, t_us: int, q: np.ndarray) -> dict:
@@ -250,6 +241,41 @@ class RecordingRobot(Robot):
 
     def __enter__(self) -> RecordingRobot:
         return self
+
+
+def event_message(step: int, t_us: int, source: str, kind: str, detail: dict) -> dict:
+    """The ``/events`` message (``twin.Event``) of one published detail."""
+    return {
+        "step": step,
+        "t_us": t_us,
+        "source": source,
+        "kind": kind,
+        "detail": _json_value(detail),
+    }
+
+
+class LayerRecording:
+    """What the layers publish (``twin.events``), recorded as ``/events`` to a ``.mcap`` file
+    with ``metadata``, for a run with no robot to wrap (``twin plan``); closes the file with
+    ``close()`` or the ``with`` block."""
+
+    def __init__(self, path: str | os.PathLike, metadata: dict[str, Any] | None = None) -> None:
+        self.recording = McapWriter(path, metadata)
+        events.subscribe(self._on_layer)
+
+    def _on_layer(self, source: str, kind: str, detail: dict[str, Any]) -> None:
+        t_us = int(detail.get("t_us", 0) or 0)
+        self.recording.add("/events", t_us, event_message(0, t_us, source, kind, detail))
+
+    def close(self) -> None:
+        events.unsubscribe(self._on_layer)
+        self.recording.close()
+
+    def __enter__(self) -> LayerRecording:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _state_json(step: int, state: RobotState, w, imu) -> str:
