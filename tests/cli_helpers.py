@@ -24,8 +24,13 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def stderr_lines(stderr: str) -> list[str]:
-    """The lines of ``stderr`` that are twin's (without PyBullet's import banner)."""
-    return [line for line in stderr.splitlines() if line and not PYBULLET_BANNER.match(line)]
+    """The lines of ``stderr`` that are twin's (without PyBullet's import banner and without
+    warnings, one line each: a slow control loop on a loaded machine warns once)."""
+    return [
+        line
+        for line in stderr.splitlines()
+        if line and not PYBULLET_BANNER.match(line) and ": warning: " not in line
+    ]
 
 
 def twin(*args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd=None):

@@ -103,7 +103,8 @@ def test_ft_log_writes_every_due_sample(tmp_path):
     written, total = map(int, re.search(r"logged (\d+) of (\d+)", done.stdout).groups())
     rows = path.read_text().splitlines()
     assert rows[1] == "t_us,fx_N,fy_N,fz_N,tx_Nm,ty_Nm,tz_Nm"
-    assert written == total == len(rows) - 2 == 100  # 200 samples in 1 s, every second one
+    assert written == total == len(rows) - 2  # every due sample logged, none missed
+    assert abs(written - 100) <= 1  # 200 samples in 1 s, every second one (+1 at the boundary)
 
 
 def test_scenes_lists_every_shipped_scene_and_one_scenes_items():

@@ -66,7 +66,6 @@ def test_twin_backend_hardware_makes_the_demo_drive_the_emulators(tmp_path):
         env = clean_env(TWIN_BACKEND="hardware", TWIN_HARDWARE_CONFIG=str(emu.config))
         done = twin("demo", env=env, timeout=600)
     assert done.returncode == 0, (done.stdout, done.stderr)
-    assert "hardware backend" in done.stdout and "sim backend" not in done.stdout
     assert re.search(r"demo: (\d+) of \1 steps ok", done.stdout), done.stdout
     # every demo cycle (4 ms; over 1.6 s of motion and a 0.5 s tare) reads the six servos
     replies = _replies(emu.lines)
@@ -119,9 +118,9 @@ def test_emulate_in_process_for_one_run():
         line = next(x for x in done.stdout.splitlines() if "offset" in x)
         offsets[backend] = [float(x) for x in re.findall(r"[-+]\d+\.\d+", line)]
         samples = int(re.search(r"tare: (\d+) samples", done.stdout).group(1))
-        # 0.5 s of the 200 Hz sensor; the service takes the newest sample of each control cycle,
-        # and over serial frames arrive in bursts, so a few are passed over
-        assert 75 <= samples <= 101
+        # 0.5 s of the 200 Hz sensor; the service takes every sample it receives (the driver's
+        # queue), so the count is the sensor's, give or take one at each end of the window
+        assert 98 <= samples <= 103
     assert offsets["hardware"][2] == pytest.approx(offsets["sim"][2], abs=0.02)  # N, wire LSBs
 
 

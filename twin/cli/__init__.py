@@ -30,6 +30,7 @@ import argparse
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 
 from twin import backends
@@ -102,6 +103,15 @@ def _terminate(signum, frame) -> None:
     raise Terminated()
 
 
+def _one_line_warning(prog: str):
+    """``warnings.showwarning`` for the command: ``<prog>: warning: <message>`` on stderr."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"{prog}: warning: {message}", file=sys.stderr if file is None else file)
+
+    return show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``twin`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -112,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background: Ctrl-C
         signal.signal(signal.SIGINT, signal.default_int_handler)  # must still stop the arm
     previous_term = signal.signal(signal.SIGTERM, _terminate)
+    if not args.debug:  # a warning (a slow control loop, say) is one line, as errors are
+        warnings.showwarning = _one_line_warning(prog)
     try:
         return int(args.func(args))
     except BrokenPipeError:  # the reader went away (``twin info | head``): not an error
