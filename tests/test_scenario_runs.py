@@ -101,9 +101,7 @@ def test_a_tightened_tolerance_fails_with_scenario_metric_values_and_recording(t
     result = run_scenario(load_scenario(tight), "sim", record_dir=tmp_path)
     assert not result.ok
     lines = result.failures()
-    assert lines[0].startswith(
-        "weigh_payload [sim] weight_n: expected 4.905 +- 1e-06, measured 4.9"
-    )
+    assert lines[0].startswith("tight [sim] weight_n: expected 4.905 +- 1e-06, measured 4.9")
     assert lines[-1] == f"  recording: {result.recording} (twin replay {result.recording})"
     junit = write_junit([result], tmp_path / "junit.xml")
     suite = ET.parse(junit).getroot()
@@ -114,7 +112,7 @@ def test_a_tightened_tolerance_fails_with_scenario_metric_values_and_recording(t
     assert str(result.recording) in case.find("system-out").text
 
     diff = update_expectations(load_scenario(tight), [result])
-    assert "-weight_n = { value = 4.905, tol = 1e-06 }" in diff
+    assert "-weight_n = { value = 4.905, tol = 0.000001 }" in diff
     assert "+weight_n = { value = 4.9" in diff
     updated = load_scenario(tight)
     assert run_scenario(updated, "sim").checks[1].ok  # the rewritten value holds on a rerun
@@ -148,9 +146,10 @@ def test_the_pytest_plugin_collects_scenarios_per_backend_and_runs_them_with_xdi
     tight.write_text(source.read_text().replace("tol = 0.25", "tol = 0.000001"))
     (tmp_path / "other.toml").write_text("[tool.something]\nkey = 1\n")  # not a scenario
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--twin-backend=both"]
-    collected = subprocess.run(
-        [*args, "--collect-only", "-q", str(tmp_path)], capture_output=True, text=True, timeout=300
-    )
+    collected = subprocess.run(  # run in the folder: node ids relative to it
+        [*args, "--collect-only", "-q", "."],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
     assert sorted(line for line in collected.stdout.splitlines() if "::" in line) == [
         "tight.toml::tight[hardware]",
         "tight.toml::tight[sim]",
@@ -158,7 +157,7 @@ def test_the_pytest_plugin_collects_scenarios_per_backend_and_runs_them_with_xdi
         "weigh.toml::weigh[sim]",
     ]
     done = subprocess.run(
-        [*args, "-n", "2", "-q", str(tmp_path)], capture_output=True, text=True, timeout=900
+        [*args, "-n", "2", "-q", "."], capture_output=True, text=True, timeout=900, cwd=tmp_path
     )
     assert done.returncode == 1, done.stdout
     assert "2 failed, 2 passed" in done.stdout

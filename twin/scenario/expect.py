@@ -105,8 +105,9 @@ class Expectation:
         if self.equals is not None:
             return Expectation(self.metric, equals=measured)
         x = float(measured)
-        if self.value is not None:
-            return Expectation(self.metric, value=_round(x), tol=self.tol)
+        if self.value is not None:  # rounded well inside the tolerance, so it holds again
+            digits = 12 if self.tol <= 0 else max(0, 1 - math.floor(math.log10(self.tol)))
+            return Expectation(self.metric, value=round(x, digits), tol=self.tol)
         up, down = x + margin * abs(x), x - margin * abs(x)
         return Expectation(
             self.metric,
