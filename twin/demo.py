@@ -206,10 +206,17 @@ class _Run:
         self.pick_result = self.place_result = None  # PathResults the next steps start from
         self.place_parts: list[tuple[str, list, float]] = []  # the place after the lift
         self.place_q: np.ndarray | None = None  # (6,) rad where the object was put down
+        #: (6,) rad where the planned path of the next part starts (the plan's start, then the
+        #: end of each part): the planned curve is checked from there, not from the measured
+        #: configuration, so the verdict is the plan's (an encoder tick off a path that runs
+        #: along the model's margin must not flip it).
+        self.planned_from: np.ndarray | None = None
 
     def plan(self, name: str, start, goals, **request):
         """Plan from ``start`` (a configuration or a touch ``PathResult``); None + reason."""
         result = self.planner.path(InitialState(start), PathRequest(goals, **request))
+        q = start.final_configuration() if hasattr(start, "final_configuration") else start
+        self.planned_from = np.array(q, dtype=float)
         return result, (None if result else f"{name}: planning failed: {result.error.value}")
 
     def move(self, name: str, result, touch_start: bool, touch_end: bool) -> MoveRecord:
@@ -237,7 +244,14 @@ class _Run:
             record.direct_blocked = not checker.segment_free(q0, waypoints[-1].configuration)
         else:  # touch approach / retract: contact allowed for the cup and the carried box
             checker = touch_checker(planner, COMPRESSION_M if self.carrying else None)
-        free = curve_free(prepared.curve, checker)
+        planned = prepared
+        if self.planned_from is not None:  # the plan's own curve (see ``planned_from``)
+            planned = prepare(
+                model, self.planned_from, waypoints, f_T_t, velocity_scale=scale,
+                acceleration_scale=scale,
+            )  # fmt: skip
+        free = curve_free(planned.curve, checker)
+        self.planned_from = np.array(waypoints[-1].configuration, dtype=float)
         robot.phase = f"{record.name}:{part}"
         report = follow(robot, prepared.trajectory, model, feedforward=self.ff, flange_T_tcp=f_T_t)
         q_plan = prepared.trajectory.sample(report.times_s)[0]
