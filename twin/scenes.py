@@ -157,6 +157,17 @@ def scene_path(name: str) -> Path:
     return scenes_dir() / f"{name}.json"
 
 
+def scene_file(name: str, relative_to: str | Path | None = None) -> Path | None:
+    """The scene file ``name`` stands for: a file shipped in ``scenes_dir()`` by its stem
+    (``table``, ``pick_place``, ...), else a ``.json`` file (relative to the folder
+    ``relative_to`` when given); None if there is none."""
+    shipped = scenes_dir() / f"{name}.json"
+    if shipped.is_file():
+        return shipped
+    path = Path(name) if relative_to is None else Path(relative_to) / name
+    return path.resolve() if path.suffix == ".json" and path.is_file() else None
+
+
 def _closest(name: str) -> str:
     return closest(name, SHIPPED_SCENES)
 

@@ -45,14 +45,12 @@ def parse_numbers(text: str, counts: tuple[int, ...], what: str) -> np.ndarray:
 
 def resolve_scene(name: str) -> Path:
     """A shipped scene by name (``table``, ``pick_place``, ...) or a scene file's path."""
-    from twin.scenes import scenes_dir
+    from twin.scenes import scene_file, scenes_dir
 
-    shipped = {p.stem: p for p in scenes_dir().glob("*.json")}
-    if name in shipped:
-        return shipped[name]
-    path = Path(name)
-    if path.suffix == ".json" and path.is_file():
+    path = scene_file(name)
+    if path is not None:
         return path
+    shipped = [p.stem for p in scenes_dir().glob("*.json")]
     raise GoalError(
         f"unknown scene {name!r}{closest(name, shipped)}; expected one of {sorted(shipped)} or a "
         ".json path"

@@ -125,14 +125,13 @@ def _value(kind: str, value: Any, where: str) -> Any:
 def _scene(scene: str, path: pathlib.Path, where: str) -> str:
     """A shipped scene's name as it is; a scene file (``*.json``) relative to the scenario file,
     or one of the scene files shipped beside the named scenes (``pick_place``) by its stem."""
-    from twin.scenes import SHIPPED_SCENES, scenes_dir
+    from twin.scenes import SHIPPED_SCENES, scene_file
 
     if scene in SHIPPED_SCENES:
         return scene
-    candidates = [path.parent / scene, scenes_dir() / scene, scenes_dir() / f"{scene}.json"]
-    for candidate in candidates:
-        if candidate.suffix == ".json" and candidate.is_file():
-            return str(candidate.resolve())
+    found = scene_file(scene, relative_to=path.parent)
+    if found is not None:
+        return str(found)
     raise ScenarioError(
         f"{where}: [scenario] scene = {scene!r}{closest(scene, SHIPPED_SCENES)}: expected a "
         f"shipped scene ({', '.join(SHIPPED_SCENES)}), a scene file shipped beside them, or a "
