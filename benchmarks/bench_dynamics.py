@@ -26,6 +26,7 @@ import pybullet as pb
 from twin.benchmarks._report import emit_json, parse_args, print_table, time_calls
 
 from twin.dynamics import ArmDynamics
+from twin.dynamics.code import code_for
 
 
 def _relative(ours: np.ndarray, ref: np.ndarray, axes) -> float:
@@ -65,7 +66,7 @@ def main() -> None:
         dyn.inverse_dynamics(*x)
         dyn.mass_matrix(x[0])
     warm = time.perf_counter() - warm
-    backend = "numba" if dyn.bodies.code.compiled else "python"
+    backend = "numba" if code_for(dyn.bodies).compiled else "python"
     our_id = float(np.median(time_calls(lambda: dyn.inverse_dynamics(*one), repeats)))
     our_mm = float(np.median(time_calls(lambda: dyn.mass_matrix(one[0]), repeats)))
     rounds = 5 if args.quick else 20

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from twin import numba_cache
 from twin.dynamics import ArmDynamics, RigidBodyModel, compiled
 from twin.dynamics.code import DynamicsCode
 
@@ -96,5 +97,5 @@ def test_switch_off(monkeypatch):
 
 def test_cache_dir_from_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("TWIN_CACHE_DIR", str(tmp_path / "cache"))
-    assert compiled._cache_dir() == tmp_path / "cache"
+    assert numba_cache.cache_dir() == tmp_path / "cache"
     assert (tmp_path / "cache").is_dir()

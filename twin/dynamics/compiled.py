@@ -23,17 +23,13 @@ Python/numpy code of ``codegen`` runs instead), as does numba being absent.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
 import re
-import sys
-import tempfile
-from pathlib import Path
 from types import ModuleType
 
+from twin import numba_cache
 from twin.dynamics import codegen
 from twin.dynamics.model import RigidBodyModel
+from twin.numba_cache import load_generated
 
 _PARAMETERS = 10
 _INDEXED = re.compile(r"\b(qdd|qd|q)\[(\d+)\]")
@@ -42,9 +38,7 @@ _INDEXED = re.compile(r"\b(qdd|qd|q)\[(\d+)\]")
 def enabled() -> bool:
     """Whether compiled kernels are wanted (``TWIN_DYNAMICS_COMPILED`` not "0") and numba is
     importable."""
-    if os.environ.get("TWIN_DYNAMICS_COMPILED", "1") == "0":
-        return False
-    return importlib.util.find_spec("numba") is not None
+    return numba_cache.enabled("TWIN_DYNAMICS_COMPILED")
 
 
 def _header(n: int, inputs: str, doc: str, parallel: bool) -> list[str]:
@@ -160,24 +154,6 @@ def source(model: RigidBodyModel) -> str:
     return "\n".join(out) + "\n"
 
 
-def _cache_dir() -> Path:
-    """``$TWIN_CACHE_DIR``, else ``~/.cache/twin``, else a per-user temporary directory."""
-    env = os.environ.get("TWIN_CACHE_DIR")
-    candidates = [Path(env)] if env else []
-    candidates += [
-        Path.home() / ".cache" / "twin",
-        Path(tempfile.gettempdir()) / f"twin-{os.getuid()}",
-    ]
-    for path in candidates:
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(path, os.W_OK):
-            return path
-    raise OSError(f"no writable cache directory for the compiled dynamics among {candidates}")
-
-
 def kernels(model: RigidBodyModel) -> ModuleType:
     """The compiled kernels of ``model``'s arm (module doc), shared by every payload; raises
     ``ImportError`` without numba. The first call of each kernel on a machine compiles it (then
@@ -191,17 +167,4 @@ _LOADED: dict = {}
 
 
 def _load(model: RigidBodyModel) -> ModuleType:
-    import numba  # noqa: F401  (fail here, clearly, when numba is absent)
-
-    text = source(model)
-    name = "twin_dynamics_" + hashlib.sha256(text.encode()).hexdigest()[:16]
-    path = _cache_dir() / f"{name}.py"
-    if not path.exists() or path.read_text() != text:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # numba's cache re-imports it by name
-    spec.loader.exec_module(module)
-    return module
+    return load_generated(source(model), "twin_dynamics")
