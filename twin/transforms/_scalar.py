@@ -5,7 +5,7 @@ overhead (several microseconds per call) would dominate a transformer ``update``
 uses these tuple-of-float equivalents. Tests check them against the spatial kernels.
 Matrices are row-major 9-tuples; quaternions ``(w, x, y, z)``. The functions use plain
 arithmetic only, so each component may also be an (N,) array: ``update_batch`` evaluates the
-same formulas on columns of a batch.
+same formulas on columns of a batch; and numba compiles the same source (``_compiled``).
 """
 
 from __future__ import annotations
@@ -107,16 +107,20 @@ def qrot(q: Quat, v: Vec3) -> Vec3:
 
 def qcanonical(q: Quat) -> Quat:
     """Unit and canonical (``w >= 0``; for ``w == 0`` the first non-zero of x, y, z > 0), as
-    ``quaternion.canonicalize``; components may be floats or (N,) arrays."""
+    ``quaternion.canonicalize``; floats (``qcanonical_columns`` for (N,) arrays)."""
     w, x, y, z = q
-    if type(w) is not float and isinstance(w, np.ndarray):
-        sign = w
-        if not w.all():  # some w == 0: the first non-zero of x, y, z decides there
-            sign = np.where(w != 0.0, w, np.where(x != 0.0, x, np.where(y != 0.0, y, z)))
-        n = np.copysign(np.sqrt(w * w + x * x + y * y + z * z), sign)
-        return (w / n, x / n, y / n, z / n)
     n = math.sqrt(w * w + x * x + y * y + z * z)
     sign = w if w != 0.0 else (x if x != 0.0 else (y if y != 0.0 else z))
     if sign < 0.0:
         n = -n
+    return (w / n, x / n, y / n, z / n)
+
+
+def qcanonical_columns(q: Quat) -> Quat:
+    """``qcanonical`` with each component an (N,) array."""
+    w, x, y, z = q
+    sign = w
+    if not w.all():  # some w == 0: the first non-zero of x, y, z decides there
+        sign = np.where(w != 0.0, w, np.where(x != 0.0, x, np.where(y != 0.0, y, z)))
+    n = np.copysign(np.sqrt(w * w + x * x + y * y + z * z), sign)
     return (w / n, x / n, y / n, z / n)

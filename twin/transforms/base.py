@@ -15,6 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from twin.transforms import _compiled
 from twin.transforms import _scalar as s
 from twin.transforms.codes import POLICY_TABLE, Condition, Policy, ReturnCode
 from twin.transforms.config import (
@@ -37,6 +38,9 @@ _OK = ReturnCode.OK
 _SETTER_OF = {attr: key for attr, key, _ in ENTRY_FIELDS}
 #: Rows per chunk in ``update_batch`` (the temporaries of a chunk stay in cache).
 BATCH_CHUNK = 4096
+#: ``_fast_out`` while the compiled fast path of ``update`` is off (never an ``out`` argument).
+NOT_READY = object()
+F64 = np.dtype(np.float64)
 
 
 def now_us() -> int:
@@ -125,6 +129,11 @@ class TransformerBase:
         self._dirty = True
         self._out_array: np.ndarray | None = None  # the last ``out`` array and a view on it
         self._out_view: memoryview | None = None
+        # The compiled kernels (``_compiled``; None without numba), and the ``out`` array for
+        # which ``update`` may take the compiled path: set after an OK update through the
+        # checked path, ``NOT_READY`` again on any change of entries, transform or code.
+        self._fast = _compiled.kernels()
+        self._fast_out: object = NOT_READY
 
     # ----------------------------------------------------------------- metadata
     def name(self) -> str:
@@ -201,6 +210,7 @@ class TransformerBase:
     def _entries_changed(self) -> None:
         self._unset = self._unset_entries()
         self._dirty = True
+        self._fast_out = NOT_READY
 
     # ----------------------------------------------------------------- helpers for subclasses
     def _unset_entries(self) -> list[str]:
@@ -245,6 +255,7 @@ class TransformerBase:
     def _report(self, code: ReturnCode) -> None:
         """Log on a change of code only (the hot path never formats messages while OK)."""
         self._last_code = code
+        self._fast_out = NOT_READY
         label = f"{type(self).__name__}({self._name!r})"
         if code is _OK:
             _log.info("%s: back to OK", label)
@@ -267,6 +278,37 @@ class TransformerBase:
             self._out_array, self._out_view = out, memoryview(out)
             return self._out_view
         return out
+
+    def _arm_fast_path(self, out) -> None:
+        """After an OK ``update`` through the checked path: let the next ones with this ``out``
+        (a writable float64 (SIZE,) array) take the compiled path."""
+        if (
+            self._fast is not None
+            and self._last_code is _OK
+            and not self._dirty
+            and self._standing is None
+            and self._code is _OK
+            and type(out) is np.ndarray
+            and out.dtype is F64
+            and out.shape == (self.SIZE,)
+            and out.flags.writeable
+        ):
+            self._fast_out = out
+
+    def _compiled_batch(self, run, n: int, out: np.ndarray, base_code: ReturnCode) -> np.ndarray:
+        """Per-row codes (N,) int8 of a compiled batch kernel: ``run(zero_off, status, target)``
+        writes the rows into ``target`` (``out``, or a float64 copy written back) and their
+        statuses (``_compiled``'s: 0 computed, 1 off norm, 2 non-finite)."""
+        status = np.empty(n, dtype=np.int8)
+        writable = out.dtype is F64 and out.flags.writeable
+        target = out if writable else np.empty(out.shape)
+        off, bad = self._table[Condition.OFF_NORM], self._table[Condition.NON_FINITE]
+        run(not off.computed, status, target)
+        if not writable:
+            out[...] = target
+        base = int(base_code)
+        lut = np.array([base, max(base, int(off.code)), max(base, int(bad.code))], dtype=np.int8)
+        return lut[status]
 
     def _signal_error(self, value) -> ValueError:
         return ValueError(

@@ -27,13 +27,22 @@ import math
 import numpy as np
 
 from twin.spatial import quaternion
+from twin.transforms import _compiled
 from twin.transforms import _scalar as s
-from twin.transforms.base import BATCH_CHUNK, TransformerBase, all_finite, pose_columns
+from twin.transforms import kernels as maths
+from twin.transforms.base import (
+    BATCH_CHUNK,
+    F64,
+    TransformerBase,
+    all_finite,
+    pose_columns,
+)
 from twin.transforms.codes import Condition, ReturnCode
 from twin.transforms.config import QUATERNION_NORM_TOLERANCE, Origin, _Where
 
 _OK = ReturnCode.OK
 _ZERO3 = (0.0, 0.0, 0.0)
+_ND = np.ndarray
 
 
 def _floats(values: np.ndarray) -> tuple:
@@ -52,14 +61,11 @@ class PoseTf(TransformerBase):
 
     def __init__(self, source=None) -> None:
         super().__init__(source)
-        self._e: s.Vec3 = _ZERO3  # body point offset e_out - e_in (moving frame) m
-        self._e_zero = True
         self._out_moving = False
-        self._use_p = True  # False for a fixed output point: the position ignores the input's
-        # Constants of _compose, set by _resolve.
-        self._rot_out_t = self._lin = s.IDENTITY9
-        self._m = self._off = _ZERO3
-        self._q_const = self._q_left = (1.0, 0.0, 0.0, 0.0)
+        # The constants of ``kernels.pose`` (set by ``_resolve``), and flattened for the
+        # compiled kernels (``_compiled.pose_constants``).
+        self._c: tuple = ()
+        self._c_array = np.zeros(38)
 
     def _check_entry(self, attr, origin, where: _Where, fld: str) -> None:
         if attr == "input_expr_axes" and origin == Origin.MOVING:
@@ -77,34 +83,56 @@ class PoseTf(TransformerBase):
         q_ia = np.asarray(e["input_expr_axes"].rotation)
         q_out_c = quaternion.conjugate(np.asarray(e["output_expr_axes"].rotation))
         self._out_moving = e["output_expr_axes"].origin is Origin.MOVING
-        self._use_p = d_out.origin is Origin.MOVING
+        use_p = d_out.origin is Origin.MOVING  # False: the position ignores the input's
         rot_out_t = quaternion.to_matrix(q_out_c)
-        self._rot_out_t = _floats(rot_out_t.ravel())
         # P = R_ia (p + R(q) e) + d (the R_ia term only for a moving output point)
-        if self._use_p:
+        if use_p:
             # e = e_out - e_in (body points), d = -d_in (a fixed input point: a base offset)
             e_in = np.asarray(d_in.translation) if d_in.origin is Origin.MOVING else np.zeros(3)
-            self._e = _floats(np.asarray(d_out.translation) - e_in)
+            e_out = _floats(np.asarray(d_out.translation) - e_in)
             d = -np.asarray(d_in.translation) if d_in.origin is Origin.FIXED else np.zeros(3)
         else:
             # P = d = d_out, a point of the base
-            self._e = _ZERO3
+            e_out = _ZERO3
             d = np.asarray(d_out.translation, dtype=float)
-        self._e_zero = self._e == _ZERO3
+        unit = (1.0, 0.0, 0.0, 0.0)
+        m = off = _ZERO3
+        lin, q_const, q_left = s.IDENTITY9, unit, unit
         if self._out_moving:
             # pos = R_out^T (R(q)^T (p + R_ia^T d) + e); orientation = conj(q_out)
-            self._m = _floats(quaternion.rotate(quaternion.conjugate(q_ia), d))
-            self._q_const = _floats(q_out_c)
+            m = _floats(quaternion.rotate(quaternion.conjugate(q_ia), d))
+            q_const = _floats(q_out_c)
         else:
             # pos = R_out^T R_ia (p + R(q) e) + R_out^T d; orientation = conj(q_out) q_ia q
-            self._lin = _floats((rot_out_t @ quaternion.to_matrix(q_ia)).ravel())
-            self._off = _floats(rot_out_t @ d)
-            self._q_left = _floats(quaternion.multiply(q_out_c, q_ia))
+            lin = _floats((rot_out_t @ quaternion.to_matrix(q_ia)).ravel())
+            off = _floats(rot_out_t @ d)
+            q_left = _floats(quaternion.multiply(q_out_c, q_ia))
+        self._c = (use_p, self._out_moving, e_out == _ZERO3, _floats(rot_out_t.ravel()), lin, m,
+                   off, e_out, q_const, q_left)  # fmt: skip
+        flat = []
+        for v in self._c:
+            flat += v if isinstance(v, tuple) else [float(v)]
+        self._c_array[:] = flat
 
     def update(self, x_in, out=None, t_us: int | None = None):
         """Transform one pose (7,). ``out``: optional (7,) array or list written in place.
         ``t_us`` is accepted for interface symmetry (a pose has no moving-frame transform to
-        age). Returns ``(code, out)``; the output quaternion is unit and canonical."""
+        age). Returns ``(code, out)``; the output quaternion is unit and canonical.
+
+        The same ``out`` array (float64, writable) and a float64 (7,) ``x_in`` array after an OK
+        call take the compiled kernel (``_compiled``) until the entries change; anything else
+        takes the checked path (``_update``)."""
+        if (
+            out is self._fast_out
+            and type(x_in) is _ND
+            and x_in.dtype is F64
+            and x_in.ndim == 1
+            and self._fast.pose_update(x_in, self._c_array, out) == 0
+        ):
+            return _OK, out
+        return self._update(x_in, out)
+
+    def _update(self, x_in, out):
         if self._dirty:
             self._resolve()
         if self._standing is not None:
@@ -130,7 +158,7 @@ class PoseTf(TransformerBase):
                 return self._fail(Condition.OFF_NORM, reason, out)
             code = outcome.code
             self._reason = reason
-        pos, q = self._compose(px, py, pz, (qw / n, qx / n, qy / n, qz / n))
+        pos, q = maths.pose(self._c, px, py, pz, (qw / n, qx / n, qy / n, qz / n))
         qw, qx, qy, qz = s.qcanonical(q)
         if out is None:
             out = np.array((pos[0], pos[1], pos[2], qw, qx, qy, qz))
@@ -143,28 +171,9 @@ class PoseTf(TransformerBase):
             sink[6] = qz
         if code is not self._last_code:
             self._report(code)
+        if code is _OK:
+            self._arm_fast_path(out)
         return code, out
-
-    def _compose(self, px, py, pz, q_p: s.Quat) -> tuple[s.Vec3, s.Quat]:
-        """Output position and (unnormalised) quaternion of an input position and unit
-        quaternion (the module's formula, constants from ``_resolve``); plain arithmetic, so
-        components may be floats or (N,) arrays (a fixed output point ignores ``p``)."""
-        use_p = self._use_p
-        if self._out_moving:
-            mx, my, mz = self._m
-            v = (px + mx, py + my, pz + mz) if use_p else (mx, my, mz)
-            ux, uy, uz = s.qrot(s.qconj(q_p), v)
-            ex, ey, ez = self._e
-            return s.mat_vec(self._rot_out_t, (ux + ex, uy + ey, uz + ez)), self._q_const
-        q_out = s.qmul(self._q_left, q_p)
-        if not use_p:
-            return self._off, q_out
-        if not self._e_zero:
-            ex, ey, ez = s.qrot(q_p, self._e)
-            px, py, pz = px + ex, py + ey, pz + ez
-        x, y, z = s.mat_vec(self._lin, (px, py, pz))
-        ox, oy, oz = self._off
-        return (x + ox, y + oy, z + oz), q_out
 
     def update_batch(self, x, out: np.ndarray | None = None):
         """Transform N poses (N, 7). Returns ``(codes (N,) int8, out (N, 7))``; rows with a
@@ -175,7 +184,16 @@ class PoseTf(TransformerBase):
             self._resolve()
         if self._standing is not None:
             return self._batch_codes(out, None, None, self._standing, _OK), out
-        codes = np.empty(len(xs), dtype=np.int8)
+        n = len(xs)
+        if self._fast is not None:
+            fast, c = self._fast, self._c_array
+            run = fast.pose_batch_parallel if n >= _compiled.PARALLEL_ROWS else fast.pose_batch
+
+            def kernel(zero_off, status, target):
+                run(xs, c, zero_off, status, target)
+
+            return self._compiled_batch(kernel, n, out, _OK), out
+        codes = np.empty(n, dtype=np.int8)
         for lo in range(0, len(xs), BATCH_CHUNK):
             sl = slice(lo, lo + BATCH_CHUNK)
             codes[sl] = self._batch_chunk(xs[sl], out[sl])
@@ -185,10 +203,10 @@ class PoseTf(TransformerBase):
         cols, norm, bad = pose_columns(xs)
         px, py, pz, qw, qx, qy, qz = cols
         off = np.abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE
-        pos, q = self._compose(px, py, pz, (qw / norm, qx / norm, qy / norm, qz / norm))
+        pos, q = maths.pose(self._c, px, py, pz, (qw / norm, qx / norm, qy / norm, qz / norm))
         if self._out_moving:  # constant orientation
             q = tuple(np.full(len(px), c) for c in q)
         n = len(px)
         values = [v if type(v) is np.ndarray else np.full(n, v) for v in pos]  # constant for a
-        np.stack((*values, *s.qcanonical(q)), axis=1, out=out)  # fixed output point
+        np.stack((*values, *s.qcanonical_columns(q)), axis=1, out=out)  # fixed output point
         return self._batch_codes(out, bad, off, None, _OK)

@@ -22,9 +22,13 @@ import math
 import numpy as np
 
 from twin.spatial import quaternion
+from twin.transforms import _compiled
 from twin.transforms import _scalar as s
+from twin.transforms import kernels as maths
 from twin.transforms.base import (
     BATCH_CHUNK,
+    F64,
+    NOT_READY,
     TransformerBase,
     all_finite,
     non_finite_rows,
@@ -35,6 +39,8 @@ from twin.transforms.codes import Condition, ReturnCode
 from twin.transforms.config import QUATERNION_NORM_TOLERANCE, Origin
 
 _OK = ReturnCode.OK
+_ND = np.ndarray
+_NO_TFS = np.zeros((0, 7))
 
 
 def _mat9(m: np.ndarray) -> s.Mat9:
@@ -59,6 +65,10 @@ class SixVectorTf(TransformerBase):
         self._r: s.Vec3 = (0.0, 0.0, 0.0)
         self._uses_moving = self.uses_moving_frame
         self._entry_mats: tuple | None = None  # the geometry's plan (``_plan``)
+        # For the compiled kernels: the plan flattened, the geometry ``g`` (``_compiled``).
+        self._plan_array = np.zeros(30)
+        self._g = np.zeros(24)
+        self._kind = _compiled.KINDS[self._PHYSICS]
 
     def _entries_changed(self) -> None:
         super()._entries_changed()
@@ -74,6 +84,20 @@ class SixVectorTf(TransformerBase):
         ``t_us`` (or the clock): give both or neither. A non-finite value or a zero quaternion is
         kept and reported by ``update``; a quaternion off unit norm is normalised and reported.
         """
+        if (
+            self._fast_out is not NOT_READY
+            and type(tf) is _ND
+            and tf.dtype is F64
+            and tf.ndim == 1
+            and self._fast.set_tf(self._plan_array, tf, self._g) == 0
+        ):  # a valid unit transform: ``g`` holds the new geometry, the state stays clean
+            self._tf_set = self._tf_ok = True
+            self._tf_off_norm = False
+            self._tf_t = self._A = None  # in ``g`` (``_from_g``)
+            if self._max_age_us is not None:
+                self._tf_t_us = now_us() if t_us is None else t_us
+            return
+        self._fast_out = NOT_READY
         if type(tf) is np.ndarray:
             tf = tf.tolist()
         try:
@@ -113,6 +137,7 @@ class SixVectorTf(TransformerBase):
         self._tf_set = True
         self._tf_t_us = now_us() if t_us is None else t_us
         self._dirty = True
+        self._fast_out = NOT_READY
         rot = m[:3, :3]
         self._tf_ok = bool(np.isfinite(m).all()) and bool(
             np.abs(rot.T @ rot - np.eye(3)).max() <= QUATERNION_NORM_TOLERANCE
@@ -146,38 +171,22 @@ class SixVectorTf(TransformerBase):
                     Condition.OFF_NORM,
                     f"moving-frame quaternion norm {self._tf_norm:.9g} (normalised)",
                 )
-        self._A, self._r = self._geometry(self._tf_t, self._tf_R)
+        if self._tf_t is None:
+            self._from_g()
+        self._A, self._r = maths.geometry(self._plan(), self._tf_t, self._tf_R)
+        if self._fast is not None:
+            self._g[:] = (*self._A, *self._r, *self._tf_t, *self._tf_R)
 
-    def _geometry(self, tf_t, tf_R) -> tuple[s.Mat9, s.Vec3]:
-        """``A = R_out^T R_in`` and ``r = R_out^T (p_out - p_in)`` given ``fixed_T_moving``
-        (``tf_t`` (3,), ``tf_R`` 9-tuple). Plain arithmetic: the same code serves one sample
-        (floats) and a batch (each component a (N,) array)."""
-        in_moving, d_in, out_moving, d_out, in_axes, m_in, out_axes, m_out = self._plan()
-        if in_moving or out_moving:
-            tx, ty, tz = tf_t
-        if in_moving:
-            x, y, z = s.mat_vec(tf_R, d_in)
-            pi_x, pi_y, pi_z = tx + x, ty + y, tz + z
-        else:
-            pi_x, pi_y, pi_z = d_in
-        if out_moving:
-            x, y, z = s.mat_vec(tf_R, d_out)
-            po_x, po_y, po_z = tx + x, ty + y, tz + z
-        else:
-            po_x, po_y, po_z = d_out
-        delta = (po_x - pi_x, po_y - pi_y, po_z - pi_z)
-        r_in = (tf_R if m_in is None else s.mat_mul(tf_R, m_in)) if in_axes else m_in
-        r_out = (tf_R if m_out is None else s.mat_mul(tf_R, m_out)) if out_axes else m_out
-        if r_out is None:  # identity output axes
-            return (r_in if r_in is not None else s.IDENTITY9), delta
-        if r_in is None:
-            return s.transpose(r_out), s.mat_t_vec(r_out, delta)
-        return s.mat_t_mul(r_out, r_in), s.mat_t_vec(r_out, delta)
+    def _from_g(self) -> None:
+        """The Python copies of what the compiled ``set_fixed_to_moving_frame_tf`` left in
+        ``g``: ``A``, ``r`` and the transform."""
+        g = self._g.tolist()
+        self._A, self._r = tuple(g[:9]), tuple(g[9:12])
+        self._tf_t, self._tf_R = tuple(g[12:15]), tuple(g[15:])
 
     def _plan(self) -> tuple:
-        """The entries as ``_geometry`` uses them, made once per change of the entries: for each
-        point (on the moving frame?, its translation), for each axes (on the moving frame?, the
-        matrix (9-tuple), None for the identity)."""
+        """The entries as ``kernels.geometry`` uses them, made once per change of the entries
+        (and flattened into ``_plan_array`` for the compiled kernels)."""
         if self._entry_mats is None:
             e = self._entries
             plan = []
@@ -185,9 +194,14 @@ class SixVectorTf(TransformerBase):
                 plan += [e[attr].origin is Origin.MOVING, tuple(e[attr].translation)]
             for attr in ("input_expr_axes", "output_expr_axes"):
                 q = tuple(e[attr].rotation)
-                matrix = None if q == (1.0, 0.0, 0.0, 0.0) else _mat9(quaternion.to_matrix(q))
-                plan += [e[attr].origin is Origin.MOVING, matrix]
+                identity = q == (1.0, 0.0, 0.0, 0.0)
+                matrix = s.IDENTITY9 if identity else _mat9(quaternion.to_matrix(q))
+                plan += [e[attr].origin is Origin.MOVING, matrix, identity]
             self._entry_mats = tuple(plan)
+            flat = []
+            for v in plan:
+                flat += v if isinstance(v, tuple) else [float(v)]
+            self._plan_array[:] = flat
         return self._entry_mats
 
     def geometry(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -197,6 +211,8 @@ class SixVectorTf(TransformerBase):
             self._resolve()
         if self._standing is not None:
             return None
+        if self._A is None:
+            self._from_g()
         return np.array(self._A).reshape(3, 3), np.array(self._r)
 
     # ----------------------------------------------------------------- transform
@@ -206,11 +222,28 @@ class SixVectorTf(TransformerBase):
         ``out``: optional (6,) array or list written in place (nothing is allocated then).
         ``t_us``: time stamp for the staleness check (see ``set_fixed_to_moving_frame_tf``).
         Returns ``(code, out)``; see the policy table in ``twin.transforms``.
+
+        The same ``out`` array (float64, writable) and a float64 (6,) ``x_in`` array after an OK
+        call take the compiled kernel (``_compiled``) while nothing changes but the
+        moving-frame transform; anything else takes the checked path (``_update``).
         """
+        if (
+            out is self._fast_out
+            and type(x_in) is _ND
+            and x_in.dtype is F64
+            and x_in.ndim == 1
+            and self._fast.update6(self._kind, x_in, self._g, out) == 0
+        ):
+            return _OK, out
+        return self._update(x_in, out, t_us)
+
+    def _update(self, x_in, out, t_us):
         if self._dirty:
             self._resolve()
         if self._standing is not None:
             return self._fail(self._standing, self._standing_reason, out)
+        if self._A is None:
+            self._from_g()
         if type(x_in) is np.ndarray:
             x_in = x_in.tolist()
         try:
@@ -249,6 +282,8 @@ class SixVectorTf(TransformerBase):
             sink[5] = y5
         if code is not self._last_code:
             self._report(code)
+        if code is _OK and (self._max_age_us is None or not self._uses_moving):
+            self._arm_fast_path(out)
         return code, out
 
     def update_batch(self, x, moving_tfs=None, out: np.ndarray | None = None):
@@ -273,6 +308,18 @@ class SixVectorTf(TransformerBase):
                 )
         if self._standing is Condition.NOT_SET or (self._standing is not None and not per_row):
             return self._batch_codes(out, None, None, self._standing, _OK), out
+        if self._fast is not None:
+            self._plan()  # also made when the geometry did not resolve (per-row transforms)
+            fast, kind, plan, g = self._fast, self._kind, self._plan_array, self._g
+            run = fast.batch6_parallel if n >= _compiled.PARALLEL_ROWS else fast.batch6
+            rows = tfs if per_row else _NO_TFS
+
+            def kernel(zero_off, status, target):
+                run(kind, xs, rows, plan, g, zero_off, status, target)
+
+            return self._compiled_batch(kernel, n, out, _OK if per_row else self._code), out
+        if self._A is None:
+            self._from_g()
         codes = np.empty(n, dtype=np.int8)
         for lo in range(0, n, BATCH_CHUNK):
             sl = slice(lo, lo + BATCH_CHUNK)
@@ -296,7 +343,7 @@ class SixVectorTf(TransformerBase):
         tx, ty, tz, qw, qx, qy, qz = cols
         off = np.abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE
         rot_m = s.quat_to_mat9((qw / norm, qx / norm, qy / norm, qz / norm))
-        a, r = self._geometry((tx, ty, tz), rot_m)
+        a, r = maths.geometry(self._plan(), (tx, ty, tz), rot_m)
         self._columns(a, r, x, out)
         return off
 
@@ -318,21 +365,8 @@ class WrenchTf(SixVectorTf):
     SECTION = "tf_wrench_config"
     FIELDS = "[fx, fy, fz, tx, ty, tz]"
 
-    @staticmethod
-    def _kernel(a, r, x0, x1, x2, x3, x4, x5) -> tuple:
-        a0, a1, a2, a3, a4, a5, a6, a7, a8 = a
-        rx, ry, rz = r
-        f0 = a0 * x0 + a1 * x1 + a2 * x2
-        f1 = a3 * x0 + a4 * x1 + a5 * x2
-        f2 = a6 * x0 + a7 * x1 + a8 * x2
-        return (
-            f0,
-            f1,
-            f2,
-            a0 * x3 + a1 * x4 + a2 * x5 - (ry * f2 - rz * f1),
-            a3 * x3 + a4 * x4 + a5 * x5 - (rz * f0 - rx * f2),
-            a6 * x3 + a7 * x4 + a8 * x5 - (rx * f1 - ry * f0),
-        )
+    _PHYSICS = "WrenchTf"
+    _kernel = staticmethod(maths.wrench)
 
     def matrix(self) -> np.ndarray | None:
         """The (6, 6) linear map ``y = M x`` at the current configuration, or None if it cannot
@@ -355,21 +389,8 @@ class TwistTf(SixVectorTf):
     SECTION = "tf_twist_config"
     FIELDS = "[vx, vy, vz, wx, wy, wz]"
 
-    @staticmethod
-    def _kernel(a, r, x0, x1, x2, x3, x4, x5) -> tuple:
-        a0, a1, a2, a3, a4, a5, a6, a7, a8 = a
-        rx, ry, rz = r
-        w0 = a0 * x3 + a1 * x4 + a2 * x5
-        w1 = a3 * x3 + a4 * x4 + a5 * x5
-        w2 = a6 * x3 + a7 * x4 + a8 * x5
-        return (
-            a0 * x0 + a1 * x1 + a2 * x2 + (w1 * rz - w2 * ry),
-            a3 * x0 + a4 * x1 + a5 * x2 + (w2 * rx - w0 * rz),
-            a6 * x0 + a7 * x1 + a8 * x2 + (w0 * ry - w1 * rx),
-            w0,
-            w1,
-            w2,
-        )
+    _PHYSICS = "TwistTf"
+    _kernel = staticmethod(maths.twist)
 
     def matrix(self) -> np.ndarray | None:
         """The (6, 6) linear map ``y = M x``: ``[[A, -[r]x A], [0, A]]``, or None."""
@@ -392,21 +413,5 @@ class ImuTf(SixVectorTf):
     SECTION = "tf_imu_config"
     FIELDS = "[ax, ay, az, wx, wy, wz]"
 
-    @staticmethod
-    def _kernel(a, r, x0, x1, x2, x3, x4, x5) -> tuple:
-        a0, a1, a2, a3, a4, a5, a6, a7, a8 = a
-        rx, ry, rz = r
-        w0 = a0 * x3 + a1 * x4 + a2 * x5
-        w1 = a3 * x3 + a4 * x4 + a5 * x5
-        w2 = a6 * x3 + a7 * x4 + a8 * x5
-        c0 = w1 * rz - w2 * ry
-        c1 = w2 * rx - w0 * rz
-        c2 = w0 * ry - w1 * rx
-        return (
-            a0 * x0 + a1 * x1 + a2 * x2 + (w1 * c2 - w2 * c1),
-            a3 * x0 + a4 * x1 + a5 * x2 + (w2 * c0 - w0 * c2),
-            a6 * x0 + a7 * x1 + a8 * x2 + (w0 * c1 - w1 * c0),
-            w0,
-            w1,
-            w2,
-        )
+    _PHYSICS = "ImuTf"
+    _kernel = staticmethod(maths.imu)
