@@ -23,19 +23,38 @@ fastest per-sample loop (``zip`` over preallocated rows) against our ``update_ba
 are checked to agree first. Targets: our update within 2x of the vendor's; our batch >= 10x its
 loop.
 
+How cost grows: ``update_batch`` throughput against the batch size (1 to 1e6 rows, per-row
+moving-frame transforms for the 6-vector transformers) with the peak of memory allocated during
+the call (``tracemalloc``, which sees numpy's allocations) beside the output's own size. The
+compiled kernels write straight into ``out`` and allocate only the per-row status and codes (2
+bytes a row), so memory is linear in the rows and stays within the output's size; time is linear
+once the fixed cost of a call (argument checks, some microseconds) is amortised, and from
+``_compiled.PARALLEL_ROWS`` rows on the rows are split over the cores. The compiled kernels' load
+(from numba's disk cache, or the first compile on a machine) is timed apart and printed.
+
     python benchmarks/bench_transforms.py [--quick] [--seed N]
 """
 
 from __future__ import annotations
 
 import time
+import tracemalloc
 from importlib import metadata
 
 import numpy as np
 from twin.benchmarks._report import emit_json, parse_args, print_table, rate, time_calls
 
 from twin.spatial import SE3, batch, quaternion
-from twin.transforms import ImuTf, PoseTf, Rotation, TfConfig, Translation, TwistTf, WrenchTf
+from twin.transforms import (
+    ImuTf,
+    PoseTf,
+    Rotation,
+    TfConfig,
+    Translation,
+    TwistTf,
+    WrenchTf,
+    _compiled,
+)
 
 try:  # the vendor's library: optional (module doc)
     import bota_tf_utils as vendor
@@ -249,6 +268,42 @@ def vendor_figures(name, ours_tf, config, x, tfs, repeats, n_loop, calls) -> dic
     return fig
 
 
+# ------------------------------------------------------------------ how cost grows
+SCALING_SIZES = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
+
+
+def scaling_rows(rng: np.random.Generator, sizes: tuple[int, ...], min_time: float) -> list:
+    """Per transformer and batch size: samples/s (best of calls over ``min_time``) and the peak
+    of memory allocated during one call (MB) beside the output's size (MB)."""
+    n_max = max(sizes)
+    x6 = rng.normal(size=(n_max, 6))
+    tfs = np.hstack((rng.uniform(-1, 1, (n_max, 3)), unit_rows(rng, n_max)))
+    x7 = np.hstack((rng.uniform(-1, 1, (n_max, 3)), unit_rows(rng, n_max)))
+    rows = []
+    for name, cls in (*SIX.items(), ("PoseTf", PoseTf)):
+        tf = cls(POSE_CONFIG if cls is PoseTf else SIX_CONFIG)
+        for n in sizes:
+            out = np.empty((n, 7 if cls is PoseTf else 6))
+            args = (x7[:n],) if cls is PoseTf else (x6[:n], tfs[:n])
+
+            def call(tf=tf, args=args, out=out):
+                tf.update_batch(*args, out=out)
+
+            call()
+            best, spent, calls = float("inf"), 0.0, 0
+            while spent < min_time or calls < 3:
+                t0 = time.perf_counter()
+                call()
+                dt = time.perf_counter() - t0
+                best, spent, calls = min(best, dt), spent + dt, calls + 1
+            tracemalloc.start()
+            call()
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            rows.append([name, n, n / best / 1e6, best * 1e6, peak / 1e6, out.nbytes / 1e6])
+    return rows
+
+
 # ------------------------------------------------------------------ measurement
 def unit_rows(rng: np.random.Generator, n: int) -> np.ndarray:
     q = rng.normal(size=(n, 4))
@@ -337,6 +392,22 @@ def main() -> None:
     batch_ok = all(f["batch_per_row_msps"] >= 2.0 for f in figures.values())
     print(f"\ntargets: update median <= 10 us: {single_ok}; batch >= 2e6 samples/s: {batch_ok}")
     vs_vendor = vendor_table(vendor_figs)
+    sizes = SCALING_SIZES[:-1] if args.quick else SCALING_SIZES
+    scaling = scaling_rows(rng, sizes, 0.05 if args.quick else 0.3)
+    print_table(
+        "How cost grows: update_batch against batch size (per-row moving-frame transforms for "
+        "the 6-vector transformers)",
+        ["transformer", "rows", "M samples/s", "us per call", "peak MB (call)", "output MB"],
+        scaling,
+    )
+    fast = _compiled.kernels()
+    load = None if fast is None else fast.load_s
+    print(
+        "kernels: "
+        + ("Python (numba absent or TWIN_TRANSFORMS_COMPILED=0)" if fast is None else "numba")
+        + ("" if load is None else f"; compiled kernels loaded in {load:.3g} s (once per process; "
+           "the first compile on a machine is tens of seconds of CPU)")
+    )  # fmt: skip
     emit_json(
         "transforms",
         {
@@ -344,8 +415,15 @@ def main() -> None:
             "target_update_us_met": single_ok,
             "target_batch_met": batch_ok,
             "vendor": vs_vendor,
+            "kernels": "python" if fast is None else "numba",
+            "kernels_load_s": load,
+            "scaling": [
+                {"transformer": r[0], "rows": r[1], "msps": r[2], "peak_mb": r[4],
+                 "output_mb": r[5]}
+                for r in scaling
+            ],
         },
-    )
+    )  # fmt: skip
 
 
 def vendor_table(vendor_figs: dict) -> dict | None:

@@ -33,9 +33,10 @@ from twin.transforms.kernels import geometry, imu, pose, twist, wrench
 
 prange = range  # numba's prange in the compiled module
 #: Rows per task of the parallel batch kernels; a batch below ``PARALLEL_ROWS`` runs on one
-#: thread (starting the threads costs tens of microseconds).
+#: thread (starting the threads costs tens of microseconds, and on a loaded two-core machine
+#: the split pays only for large batches, ``bench_transforms``' scaling table).
 CHUNK = 8192
-PARALLEL_ROWS = 32768
+PARALLEL_ROWS = 131072
 KINDS = {"WrenchTf": 0, "TwistTf": 1, "ImuTf": 2}
 
 
