@@ -12,7 +12,10 @@ of several rounds (the machine may be shared). Ours is the generated code of
 ``twin.dynamics.codegen``, compiled by numba (``twin.dynamics.compiled``) when it is installed,
 else Python on floats or numpy arrays (the "backend" figure); PyBullet's is one C++ call. The
 warm-up (building the code, and numba's load from its disk cache or first compile) is timed
-apart, once, and is not in any per-call figure.
+apart, once, and is not in any per-call figure. For the batches the floating-point operations per
+state of the compiled kernels (``compiled.flop_counts``: additions, multiplications and the
+like, sin and cos by their polynomials) give the achieved GFLOP/s. Batches below
+``code.PARALLEL_STATES`` run on one thread (the reason is there).
 
     python -m twin.benchmarks.bench_dynamics [--quick] [--seed N]
 """
@@ -25,8 +28,8 @@ import numpy as np
 import pybullet as pb
 from twin.benchmarks._report import emit_json, parse_args, print_table, time_calls
 
-from twin.dynamics import ArmDynamics
-from twin.dynamics.code import code_for
+from twin.dynamics import ArmDynamics, compiled
+from twin.dynamics.code import PARALLEL_STATES, code_for
 
 
 def _relative(ours: np.ndarray, ref: np.ndarray, axes) -> float:
@@ -74,23 +77,40 @@ def main() -> None:
     mm_rate = batch / time_calls(lambda: dyn.mass_matrix(q), rounds, 2).min()
     err_id = _relative(dyn.inverse_dynamics(q[:check], qd[:check], qdd[:check]), tau_ref, 1)
     err_mm = _relative(dyn.mass_matrix(q[:check]), m_ref, (1, 2))
+    flops = compiled.flop_counts(dyn.bodies) if backend == "numba" else None
+    gflops = {} if flops is None else {"id": flops["tau"] * id_rate / 1e9,
+                                       "mm": flops["mass"] * mm_rate / 1e9}  # fmt: skip
+    threads = "1 thread" if batch < PARALLEL_STATES else "all cores"
     rows = [
-        ("inverse dynamics", "single call", 1e6 * our_id, 1e6 * pb_id, pb_id / our_id),
+        ("inverse dynamics", "single call", 1e6 * our_id, 1e6 * pb_id, pb_id / our_id, "-"),
         (
             "inverse dynamics",
-            f"batch {batch} (per state)",
+            f"batch {batch} (per state, {threads})",
             1e6 / id_rate,
             1e6 * pb_id,
             id_rate * pb_id,
+            gflops.get("id", "-"),
         ),
-        ("mass matrix", "single call", 1e6 * our_mm, 1e6 * pb_mm, pb_mm / our_mm),
-        ("mass matrix", f"batch {batch} (per state)", 1e6 / mm_rate, 1e6 * pb_mm, mm_rate * pb_mm),
+        ("mass matrix", "single call", 1e6 * our_mm, 1e6 * pb_mm, pb_mm / our_mm, "-"),
+        (
+            "mass matrix",
+            f"batch {batch} (per state, {threads})",
+            1e6 / mm_rate,
+            1e6 * pb_mm,
+            mm_rate * pb_mm,
+            gflops.get("mm", "-"),
+        ),
     ]
     print_table(
         "Dynamics of the shipped arm vs PyBullet (us; speed-up = PyBullet time / ours)",
-        ["what", "how", "ours us", "PyBullet us", "speed-up"],
+        ["what", "how", "ours us", "PyBullet us", "speed-up", "GFLOP/s"],
         rows,
     )
+    if flops is not None:
+        print(
+            f"flops per state: inverse dynamics {flops['tau']}, mass matrix {flops['mass']}; "
+            "targets: single call faster than PyBullet, batch >= 50x its per-call rate"
+        )
     print(f"max relative difference: inverse dynamics {err_id:.2g}, mass matrix {err_mm:.2g}")
     print(f"backend {backend}; warm-up (build, load or compile; once per process) {warm:.3g} s")
     emit_json(
@@ -109,6 +129,9 @@ def main() -> None:
             "mm_single_speedup": rows[2][4],
             "mm_batch_rate_per_s": mm_rate,
             "mm_batch_over_pybullet_rate": rows[3][4],
+            "flops_per_state": flops,
+            "id_batch_gflops": gflops.get("id"),
+            "mm_batch_gflops": gflops.get("mm"),
             "max_rel_error_id": err_id,
             "max_rel_error_mm": err_mm,
         },

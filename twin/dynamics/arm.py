@@ -10,6 +10,7 @@ call), else as Python on floats (one state: tens of microseconds) or numpy array
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -32,6 +33,7 @@ class ArmDynamics:
         self.gravity = g.copy()
         self.gravity.flags.writeable = False  # fixed: the compiled code keys on it
         self.n = arm.n_joints
+        self._code = None  # code_for(self.bodies), on first use
 
     @classmethod
     def default(cls) -> ArmDynamics:
@@ -56,13 +58,13 @@ class ArmDynamics:
 
     def mass_matrix(self, q) -> np.ndarray:
         """``M(q)`` (n, n) or (N, n, n) kg m^2."""
-        code = code_for(self.bodies)
+        code = self._code or self._load_code()
         out = code.mass(q)  # None unless one state of n finite numbers
         if out is not None:
             return out
         if np.ndim(q) == 1:
             self._refuse((q,))
-        return code.mass_batch(*self._inputs((q,)))
+        return self._batch(code.mass_batch, (q,))
 
     def gravity_torques(self, q) -> np.ndarray:
         """``g(q)`` (n,) or (N, n) N m."""
@@ -115,14 +117,34 @@ class ArmDynamics:
         self._inputs(arrays)
         raise ValueError(f"expected {self.n} finite joint values per array, got {arrays}")
 
+    def _load_code(self):
+        self._code = code_for(self.bodies)
+        return self._code
+
+    def _batch(self, fn, arrays: tuple, *extra) -> np.ndarray:
+        """``fn`` on the (N, n) arrays. Shapes are checked first; values by the result (one pass
+        over it, not one per input): a non-finite input gives a non-finite result, and only then
+        are the inputs inspected (``_inputs`` raises, naming the array and the index)."""
+        try:
+            xs = [np.asarray(a, dtype=float) for a in arrays]
+        except (TypeError, ValueError):
+            xs = self._inputs(arrays)  # raises, naming the array
+        shape = xs[0].shape
+        if len(shape) != 2 or shape[1] != self.n or any(a.shape != shape for a in xs):
+            xs = self._inputs(arrays)  # raises, or the (1, n) form of (n,) arrays
+        out = fn(*xs, *extra)
+        if not math.isfinite(out.sum()):
+            self._inputs(arrays)  # raises on a non-finite input (else a result overflowed)
+        return out
+
     def _torques(self, q, qd, qdd, gravity: np.ndarray) -> np.ndarray:
-        code = code_for(self.bodies)
+        code = self._code or self._load_code()
         out = code.tau(q, qd, qdd, gravity)  # None unless one state of n finite numbers each
         if out is not None:
             return out
         if np.ndim(q) == 1 and np.ndim(qd) == 1 and np.ndim(qdd) == 1:
             self._refuse((q, qd, qdd))
-        return code.tau_batch(*self._inputs((q, qd, qdd)), gravity)
+        return self._batch(code.tau_batch, (q, qd, qdd), gravity)
 
     def _call(self, fn, arrays: tuple, *extra) -> np.ndarray:
         out = fn(self.bodies, *self._inputs(arrays), *extra)

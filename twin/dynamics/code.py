@@ -4,6 +4,7 @@ the generated source of ``codegen`` executed on Python floats and numpy arrays, 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 
@@ -57,6 +58,13 @@ class DynamicsCode:
         self.compiled = machine.enabled() if compiled is None else compiled
         if self.compiled:
             self._kernels = machine.kernels(model)
+            k = self._kernels
+            self._tau_one, self._mass_one, self._tau_many, self._mass_many = (
+                _entry(k.tau_one),
+                _entry(k.mass_one),
+                _entry(k.tau_many),
+                _entry(k.mass_many),
+            )
             self._parameters = model.parameters().ravel()
             self._packed: dict[bytes, np.ndarray] = {}
             self._last: tuple = (None, None)
@@ -91,27 +99,39 @@ class DynamicsCode:
 
     # ------------------------------------------------------------ compiled kernels
     def _tau_compiled(self, q, qd, qdd, gravity) -> np.ndarray | None:
-        q, qd, qdd = _rows(q), _rows(qd), _rows(qdd)
-        if not q.shape == qd.shape == qdd.shape == (self.n,):
-            return None
-        out = np.empty(self.n)
-        return out if self._kernels.tau_one(q, qd, qdd, self._par(gravity), out) else None
+        if not (
+            type(q) is _ND
+            and type(qd) is _ND
+            and type(qdd) is _ND
+            and _F64 is q.dtype is qd.dtype is qdd.dtype
+            and q.ndim == qd.ndim == qdd.ndim == 1
+        ):
+            q, qd, qdd = _rows(q), _rows(qd), _rows(qdd)
+            if not q.ndim == qd.ndim == qdd.ndim == 1:
+                return None
+        out = np.empty(self.n)  # the kernel checks the lengths and the values
+        return out if self._tau_one(q, qd, qdd, self._par(gravity), out) else None
 
     def _mass_compiled(self, q) -> np.ndarray | None:
-        q = _rows(q)
-        if q.shape != (self.n,):
-            return None
+        if not (type(q) is _ND and q.dtype is _F64 and q.ndim == 1):
+            q = _rows(q)
+            if q.ndim != 1:
+                return None
         out = np.empty((self.n, self.n))
-        return out if self._kernels.mass_one(q, self._par(_NO_GRAVITY), out) else None
+        return out if self._mass_one(q, self._par(_NO_GRAVITY), out) else None
 
     def _tau_batch_compiled(self, q, qd, qdd, gravity) -> np.ndarray:
-        out = np.empty((self.n, len(q)))
-        self._kernels.tau_many(*map(_columns, (q, qd, qdd)), self._par(gravity), out)
-        return np.ascontiguousarray(out.T)
+        q, qd, qdd = _states(q), _states(qd), _states(qdd)
+        out = np.empty((len(q), self.n))
+        with _threads(len(q)):
+            self._tau_many(q, qd, qdd, self._par(gravity), out)
+        return out
 
     def _mass_batch_compiled(self, q) -> np.ndarray:
+        q = _states(q)
         out = np.empty((len(q), self.n * self.n))
-        self._kernels.mass_many(_columns(q), self._par(_NO_GRAVITY), out)
+        with _threads(len(q)):
+            self._mass_many(q, self._par(_NO_GRAVITY), out)
         return out.reshape(-1, self.n, self.n)
 
     def _par(self, gravity) -> np.ndarray:
@@ -131,9 +151,40 @@ class DynamicsCode:
 _NO_GRAVITY = np.zeros(3)
 
 
-def _columns(a: np.ndarray) -> np.ndarray:
-    """(N, n) -> the (n, N) C-contiguous float64 copy the batched kernels take."""
-    return np.ascontiguousarray(np.asarray(a, float).T)
+_ND = np.ndarray
+_F64 = np.dtype(np.float64)
+#: Batches of at least this many states are split over the cores. Fewer run on the calling
+#: thread: on a loaded machine (several processes per core) a split call waits for its slowest
+#: thread's turn on a core, which ``bench_dynamics`` measured as 10x slower than one thread at
+#: 20000 states; on an idle machine the split gains at most the number of cores.
+PARALLEL_STATES = 1 << 17
+
+
+def _entry(dispatcher):
+    """The compiled function of a kernel's one signature (``compiled.SIGNATURES``), called
+    without numba's type dispatch (the callers pass exactly those types)."""
+    return dispatcher.overloads[dispatcher.signatures[0]].entry_point
+
+
+@contextlib.contextmanager
+def _threads(states: int):
+    """One thread for a batch below ``PARALLEL_STATES`` (numba's setting for this thread)."""
+    import numba
+
+    if states >= PARALLEL_STATES:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def _states(a: np.ndarray) -> np.ndarray:
+    """(N, n) as the C-contiguous float64 array the batched kernels take (no copy if it is)."""
+    return np.ascontiguousarray(a, dtype=float)
 
 
 def _finite_lists(arrays: tuple, n: int) -> list[list[float]] | None:
@@ -150,10 +201,12 @@ def _finite_lists(arrays: tuple, n: int) -> list[list[float]] | None:
 
 
 def _rows(a) -> np.ndarray:
-    """``a`` as a writable C-contiguous float64 array: the one array type the kernels are
-    compiled for (a read-only or strided array would be another type, another compile)."""
-    a = np.ascontiguousarray(a, float)
-    return a if a.flags.writeable else a.copy()
+    """``a`` as a float64 array (any strides, read-only or not: the one-state kernels take
+    them all); an empty one if it is not numbers (the caller then refuses it with its message)."""
+    try:
+        return np.asarray(a, dtype=float)
+    except (TypeError, ValueError):
+        return np.zeros(0)
 
 
 #: States per pass of a batch: the generated code's few hundred temporaries then stay in the

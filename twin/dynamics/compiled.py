@@ -7,12 +7,15 @@ a Python module of ``@njit(cache=True)`` kernels:
 
 * ``tau_one(q, qd, qdd, par, out)`` / ``mass_one(q, par, out)``: one state, (n,) inputs,
   ``out`` (n,) N m or (n, n) kg m^2; they return False (``out`` untouched) unless every input is
-  finite;
-* ``tau_many(q, qd, qdd, par, out)`` / ``mass_many(q, par, out)``: N states as (n, N) inputs
-  (one row per joint: the loop over states vectorizes), ``out`` (n, N) or (N, n * n) (the
-  layouts measured fastest, ``bench_dynamics``), states split over the cores (``prange``); sin
-  and cos by polynomials (``_SIN``).
+  n finite numbers;
+* ``tau_many(q, qd, qdd, par, out)`` / ``mass_many(q, par, out)``: N states as (N, n)
+  C-contiguous inputs, ``out`` (N, n) or (N, n * n). The states go in blocks of ``BLOCK``,
+  transposed inside the kernel to one row per joint (so that the loop over a block's states
+  vectorizes: with the states' rows as they come it does not, 4-6x slower) and back on the way
+  out, without copies of the whole batch; blocks are split over the cores (``prange``); sin and
+  cos by polynomials (``_SIN``).
 
+Each kernel has one signature (``SIGNATURES``), compiled when the module loads.
 ``g`` is (3,) m/s^2 in the base frame, ``par`` (n, 10) the inertial parameters
 (``RigidBodyModel.parameters``). The module file is written once per arm (named by the hash of
 its source) to ``$TWIN_CACHE_DIR`` (default ``~/.cache/twin``), so that numba's cache beside it
@@ -32,6 +35,16 @@ from twin.dynamics.model import RigidBodyModel
 from twin.numba_cache import load_generated
 
 _PARAMETERS = 10
+_A1, _C1, _C2 = "float64[:]", "float64[::1]", "float64[:, ::1]"
+#: Each kernel's one signature (compiled when the module loads; ``DynamicsCode`` calls the
+#: compiled entry points directly, past numba's type dispatch): one state's inputs in any
+#: strides, batches' inputs C-contiguous (N, n).
+SIGNATURES = {
+    "tau_one": f"boolean({_A1}, {_A1}, {_A1}, {_C1}, {_C1})",
+    "mass_one": f"boolean({_A1}, {_C1}, {_C2})",
+    "tau_many": f"void({_C2}, {_C2}, {_C2}, {_C1}, {_C2})",
+    "mass_many": f"void({_C2}, {_C1}, {_C2})",
+}
 _INDEXED = re.compile(r"\b(qdd|qd|q)\[(\d+)\]")
 
 
@@ -42,7 +55,10 @@ def enabled() -> bool:
 
 
 def _header(n: int, inputs: str, doc: str, parallel: bool) -> list[str]:
-    flags = "cache=True, nogil=True" + (", parallel=True" if parallel else "")
+    name = inputs.split("(")[0]
+    flags = f'"{SIGNATURES[name]}", cache=True, nogil=True' + (
+        ", parallel=True" if parallel else ""
+    )
     lines = [f"@njit({flags})", f"def {inputs}:", f'    """{doc}"""']
     lines += [
         f"    P{i}_{k} = par[{_PARAMETERS * i + k}]" for i in range(n) for k in range(_PARAMETERS)
@@ -51,8 +67,15 @@ def _header(n: int, inputs: str, doc: str, parallel: bool) -> list[str]:
 
 
 def _finite_check(names: tuple[str, ...], n: int) -> list[str]:
+    lengths = " or ".join(f"{a}.shape[0] != {n}" for a in names)
     test = " and ".join(f"math.isfinite({a}[i])" for a in names)
-    return [f"    for i in range({n}):", f"        if not ({test}):", "            return False"]
+    return [
+        f"    if {lengths}:",
+        "        return False",
+        f"    for i in range({n}):",
+        f"        if not ({test}):",
+        "            return False",
+    ]
 
 
 def _one(lines: list[str], values: list[str], target: str) -> list[str]:
@@ -114,21 +137,45 @@ def _sincos(i: str, angle: str) -> list[str]:
     ]
 
 
-def _many(lines: list[str], values: list[str], store: str) -> list[str]:
-    """The batched loop: inputs (n, N), ``store`` (``out[{v}, k]`` or ``out[k, {v}]``) the
-    v-th value of state k."""
+#: States per block of the batched kernels (module doc): the block's inputs and outputs, one row
+#: per joint or value, stay in the L1 cache.
+BLOCK = 128
+
+
+def _many(lines: list[str], values: list[str], inputs: tuple[str, ...], n: int) -> list[str]:
+    """The batched loop: inputs (N, n) C-contiguous, the v-th value of state k to
+    ``out[k, v]``, in blocks of ``BLOCK`` states transposed on the way in and out (module
+    doc)."""
+    b, width = BLOCK, len(values)
+    head = [
+        "    states = q.shape[0]",
+        f"    for block in prange((states + {b - 1}) // {b}):",
+        f"        block_lo = block * {b}",
+        f"        block_n = min({b}, states - block_lo)",
+        *(f"        t_{a} = np.empty(({n}, {b}))" for a in inputs),
+        f"        t_out = np.empty(({width}, {b}))",
+        "        for k in range(block_n):",
+        f"            for jj in range({n}):",
+        *(f"                t_{a}[jj, k] = {a}[block_lo + k, jj]" for a in inputs),
+        "        for k in range(block_n):",
+    ]
     body = []
     for x in lines:
         trig = _TRIG.match(x)
         if trig:
-            body += ["        " + y for y in _sincos(trig[1], f"q[{trig[2]}, k]")]
+            body += ["            " + y for y in _sincos(trig[1], f"t_q[{trig[2]}, k]")]
         else:
-            body.append("    " + _INDEXED.sub(r"\1[\2, k]", x))
+            body.append("        " + _INDEXED.sub(r"t_\1[\2, k]", x))
     stores = [
-        f"        {store.format(v=k)} = " + _INDEXED.sub(r"\1[\2, k]", v)
+        f"            t_out[{k}, k] = " + _INDEXED.sub(r"t_\1[\2, k]", v)
         for k, v in enumerate(values)
     ]
-    return ["    for k in prange(q.shape[1]):", *body, *stores]
+    tail = [
+        "        for k in range(block_n):",
+        f"            for vv in range({width}):",
+        "                out[block_lo + k, vv] = t_out[vv, k]",
+    ]
+    return head + body + stores + tail
 
 
 def source(model: RigidBodyModel) -> str:
@@ -140,6 +187,7 @@ def source(model: RigidBodyModel) -> str:
     gravity = [f"    g{k} = par[{_PARAMETERS * n + k}]" for k in range(3)]
     cell = "{k} // " + str(n) + ", {k} % " + str(n)
     out = ["# Generated by twin.dynamics.compiled: do not edit.", "import math", ""]
+    out += ["import numpy as np", ""]
     out += ["from numba import njit, prange", "", ""]
     out += _header(n, "tau_one(q, qd, qdd, par, out)", "One state (module doc).", False)
     out += _finite_check(("q", "qd", "qdd"), n) + gravity + _one(tau_lines, taus, "{k}")
@@ -148,9 +196,9 @@ def source(model: RigidBodyModel) -> str:
     out += _finite_check(("q",), n) + _one(mass_lines, entries, cell)
     out += ["    return True", "", ""]
     out += _header(n, "tau_many(q, qd, qdd, par, out)", "(N, n) states.", True)
-    out += gravity + _many(tau_lines, taus, "out[{v}, k]") + ["", ""]
+    out += gravity + _many(tau_lines, taus, ("q", "qd", "qdd"), n) + ["", ""]
     out += _header(n, "mass_many(q, par, out)", "(N, n) states.", True)
-    out += _many(mass_lines, entries, "out[k, {v}]")
+    out += _many(mass_lines, entries, ("q",), n)
     return "\n".join(out) + "\n"
 
 
@@ -168,3 +216,22 @@ _LOADED: dict = {}
 
 def _load(model: RigidBodyModel) -> ModuleType:
     return load_generated(source(model), "twin_dynamics")
+
+
+def flop_counts(model: RigidBodyModel) -> dict[str, int]:
+    """Floating-point operations (additions, subtractions, multiplications, divisions; sin and
+    cos by their polynomials included, comparisons and selects not) per state of the batched
+    kernels, counted on their source: ``{"tau": ..., "mass": ...}``."""
+    import ast
+
+    tree = ast.parse(source(model))
+    arith = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+    counts = {}
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name in ("tau_many", "mass_many"):
+            loop = next(s for s in fn.body if isinstance(s, ast.For))
+            counts[fn.name.split("_")[0]] = sum(
+                isinstance(node, ast.BinOp) and isinstance(node.op, arith)
+                for node in ast.walk(loop)
+            )
+    return counts
