@@ -54,6 +54,13 @@ result, still OK); here those are non-finite and off-norm conditions. The not-se
 rows are the SDK's (NonFatalError under best_effort and soft_rt, FatalError under hard_rt and
 strict_rt).
 
+Speed: with numba installed (the ``fast`` or ``test`` extra) ``update``,
+``set_fixed_to_moving_frame_tf`` and ``update_batch`` run compiled kernels (``_compiled``) over
+the same plain-arithmetic maths the Python paths run (``kernels``): a control loop that passes
+float64 arrays and the same ``out`` array every cycle takes them past all checks but the
+kernel's own while the code stays OK; anything else goes through the checked path.
+``TWIN_TRANSFORMS_COMPILED=0`` turns them off.
+
 Configuration errors (bad JSON, missing section, unknown origin, wrong length or type,
 non-finite number, quaternion norm off 1 by more than 1e-3, moving input axes on ``PoseTf``)
 raise ``TfConfigError`` naming the file, section and field. A quaternion off unit norm by more
