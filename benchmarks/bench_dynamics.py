@@ -75,6 +75,20 @@ def main() -> None:
     rounds = 5 if args.quick else 20
     id_rate = batch / time_calls(lambda: dyn.inverse_dynamics(q, qd, qdd), rounds, 2).min()
     mm_rate = batch / time_calls(lambda: dyn.mass_matrix(q), rounds, 2).min()
+    split = None
+    if backend == "numba" and not args.quick:  # the cores' split against one thread
+        import numba
+
+        big = [np.resize(a, (PARALLEL_STATES, 6)) for a in (q, qd, qdd)]
+        split = PARALLEL_STATES / time_calls(lambda: dyn.inverse_dynamics(*big), rounds, 2).min()
+        threads = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            one = PARALLEL_STATES / time_calls(lambda: dyn.inverse_dynamics(*big), rounds, 2).min()
+        finally:
+            numba.set_num_threads(threads)
+        split = {"states": PARALLEL_STATES, "threads": threads, "split_per_s": split,
+                 "one_thread_per_s": one}  # fmt: skip
     err_id = _relative(dyn.inverse_dynamics(q[:check], qd[:check], qdd[:check]), tau_ref, 1)
     err_mm = _relative(dyn.mass_matrix(q[:check]), m_ref, (1, 2))
     flops = compiled.flop_counts(dyn.bodies) if backend == "numba" else None
@@ -106,6 +120,12 @@ def main() -> None:
         ["what", "how", "ours us", "PyBullet us", "speed-up", "GFLOP/s"],
         rows,
     )
+    if split is not None:
+        print(
+            f"inverse dynamics, batch {split['states']}: split over {split['threads']} threads "
+            f"{split['split_per_s'] / 1e6:.3g} M states/s, one thread "
+            f"{split['one_thread_per_s'] / 1e6:.3g} M states/s (a loaded machine slows the split)"
+        )
     if flops is not None:
         print(
             f"flops per state: inverse dynamics {flops['tau']}, mass matrix {flops['mass']}; "
@@ -130,6 +150,7 @@ def main() -> None:
             "mm_batch_rate_per_s": mm_rate,
             "mm_batch_over_pybullet_rate": rows[3][4],
             "flops_per_state": flops,
+            "id_split_over_cores": split,
             "id_batch_gflops": gflops.get("id"),
             "mm_batch_gflops": gflops.get("mm"),
             "max_rel_error_id": err_id,
