@@ -184,6 +184,12 @@ class SphericalWristIk:
         self.p6_array = p6 / np.linalg.norm(p6)  # a unit vector normal to axis 6
         self.p6 = v3.const(self.p6_array)
         self._links: dict[str, np.ndarray] = {}
+        #: Generated single-pose code per link, filled by ``scalar_ik.for_link``.
+        self.scalar_code: dict[str, object] = {}
+
+    def __getstate__(self) -> dict:
+        """Pickle without the generated code (rebuilt on first use)."""
+        return {**self.__dict__, "scalar_code": {}}
 
     @classmethod
     def build(cls, model: ArmData) -> SphericalWristIk | str:
@@ -221,7 +227,7 @@ class SphericalWristIk:
             return "the wrist centre or axis 2 lies on axis 3"
         return cls(model, w, o, c)
 
-    def _link_constants(self, link: str) -> np.ndarray:
+    def link_constants(self, link: str) -> np.ndarray:
         """(3, 3) columns: wrist centre (m), axis 6 and a normal to it, in ``link``'s frame."""
         if link not in self._links:
             tree = self.model.tree
@@ -254,7 +260,7 @@ class SphericalWristIk:
         n = poses.shape[0]
         ref_t = np.ascontiguousarray(ref.T)  # (6, N)
         rot = np.ascontiguousarray(poses[:, :3, :3]).reshape(3 * n, 3)
-        cols = (rot @ self._link_constants(link)).reshape(n, 3, 3).transpose(2, 1, 0)
+        cols = (rot @ self.link_constants(link)).reshape(n, 3, 3).transpose(2, 1, 0)
         wv = v3.sub(tuple(poses[:, :3, 3].T + cols[0]), o1)  # wrist centre - o1, (N,) each
         v0, u0 = tuple(cols[1]), tuple(cols[2])  # targets of axis 6 and of a normal to it
         # q1: shoulder branches (2, N), subproblem 4: q1 = phi +- acos(D / rho).
