@@ -46,6 +46,10 @@ LIMIT_TOL = 1e-10
 #: The posture of each of the 8 branches: rows ``[shoulder, elbow, wrist]``.
 POSTURES = np.array([[s, e, w] for s in (1, -1) for e in (1, -1) for w in (1, -1)], dtype=np.int8)
 POSTURES.flags.writeable = False
+#: Poses solved per pass of the batched kernel: large batches stream through it in chunks of
+#: this size, so the temporaries (about 50 arrays of 8 x chunk floats) stay a few megabytes
+#: whatever N is and peak memory is the output plus a constant.
+CHUNK = 8192
 _SIGNS = np.array([1.0, -1.0])
 _TWO_PI = 2.0 * np.pi
 
@@ -248,11 +252,22 @@ class SphericalWristIk:
 
         Arrays carry the branch axes first and the pose axis last (``(2, N)`` shoulder,
         ``(2, 2, N)`` shoulder x elbow, ``(2, 2, 2, N)`` all), so numpy's inner loops run
-        over N. Cosines and sines come from the subproblems' own atan2 arguments; one
+        over N; batches beyond ``CHUNK`` poses run chunk by chunk into the output. Cosines and sines come from the subproblems' own atan2 arguments; one
         ``arctan2`` per angle gives the angle itself.
         """
+        n = poses.shape[0]
         with np.errstate(divide="ignore", invalid="ignore"):  # invalid branches may divide by 0
-            return self._solve(poses, ref, link)
+            if n <= CHUNK:
+                return self._solve(poses, ref, link)
+            q = np.empty((n, 8, 6))
+            valid = np.empty((n, 8), dtype=bool)
+            reachable = np.empty(n, dtype=bool)
+            for start in range(0, n, CHUNK):
+                part = self._solve(poses[start : start + CHUNK], ref[start : start + CHUNK], link)
+                q[start : start + CHUNK] = part.q
+                valid[start : start + CHUNK] = part.valid
+                reachable[start : start + CHUNK] = part.reachable
+        return IkBatch(q=q, valid=valid, postures=POSTURES, reachable=reachable)
 
     def _solve(self, poses: np.ndarray, ref: np.ndarray, link: str) -> IkBatch:
         w1, w2, w3 = self.wc[:3]

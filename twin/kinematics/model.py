@@ -123,8 +123,7 @@ class ArmModel:
         q = as_configurations(q, self.n_joints)
         if q.ndim == 1:
             return self.chain(link).pose(q.tolist())
-        r, p = self.tree.rotations_translations(q, (link,))[link]
-        return assemble(r, p)
+        return self.tree.poses(q, link)
 
     def fk_all(self, q: np.ndarray) -> dict[str, np.ndarray]:
         """``{link: base_T_link}`` for every link: (4, 4) each, or (N, 4, 4) for (N, n) ``q``."""

@@ -18,8 +18,10 @@ its subproblem fails (its solutions are then invalid in the batch too).
 Generated functions (``source`` keeps their text):
 
 * ``solve(p, ref)``: ``p`` the 16 floats of ``base_T_link`` (4, 4) row-major (m), ``ref``
-  the 6 reference angles (rad) -> ``(branches, reachable)``: 8 tuples of 6 angles (rad), or
-  ``None`` where the branch is invalid, in the batch's branch order (``POSTURES``);
+  the 6 reference angles (rad) -> ``(branches, found, reachable)``: 8 tuples of 6 angles
+  (rad), or ``None`` where the branch is invalid, in the batch's branch order (``POSTURES``);
+  ``found`` the bit mask of the valid branches; ``reachable`` as ``IkBatch.reachable``;
+* ``solve_0`` .. ``solve_7``: the same, writing only that branch (``ArmModel.ik``);
 * ``branch(q)``: the branch index 0..7 of the posture of configuration ``q`` (6 floats, rad).
 """
 
@@ -125,10 +127,11 @@ class _Code:
             if any(assigned.get(x, 0) != 1 for x in _NAME.findall(expr)):
                 continue
             j = next(k for k in range(i + 1, len(lines)) if lines[k] and name in lines[k])
-            pattern = re.compile(rf"\b{name}\b")
-            if not pattern.search(lines[j]) or _depth(lines[j]) + _depth(expr) > _MAX_DEPTH:
+            if name not in _NAME.findall(lines[j]) or _depth(lines[j]) + _depth(expr) > _MAX_DEPTH:
                 continue
-            lines[j] = pattern.sub(f"({expr})".replace("\\", r"\\"), lines[j], count=1)
+            lines[j] = _NAME.sub(
+                lambda m, n=name, e=expr: f"({e})" if m[0] == n else m[0], lines[j]
+            )
             lines[i] = None
         return [line for line in lines if line is not None]
 
@@ -251,8 +254,9 @@ def _clip(code: _Code, x: object, lo: float, hi: float) -> _Sym:
 class _Writer:
     """Writes ``solve`` for one solver and link (see the module docstring)."""
 
-    def __init__(self, ik: SphericalWristIk, link: str) -> None:
+    def __init__(self, ik: SphericalWristIk, link: str, only: int | None = None) -> None:
         self.ik = ik
+        self.only = only  # write only this branch (the others stay None)
         self.code = _Code()
         self.lower = [float(x) for x in ik.model.lower]
         self.upper = [float(x) for x in ik.model.upper]
@@ -299,7 +303,8 @@ class _Writer:
             code.emit(f"if free1: {c1.name} = _cos(r0 + {_literal(k * math.pi)}); "
                       f"{s1.name} = _sin(r0 + {_literal(k * math.pi)})")  # fmt: skip
         for k, (c1, s1) in enumerate(shoulders):
-            self._shoulder(k, c1, s1, wv, cols)
+            if self._wanted(k * 4, 4):
+                self._shoulder(k, c1, s1, wv, cols)
         code.emit("return (b0, b1, b2, b3, b4, b5, b6, b7), found, reach")
 
     def _cos_sin_of_acos(self, x: _Sym) -> tuple[_Sym, _Sym]:
@@ -324,7 +329,8 @@ class _Writer:
             ct, st = float(np.cos(ik.theta0)), float(np.sin(ik.theta0))
             cc, ss, sc, cs = ct * ca, st * sa, st * ca, ct * sa
             for e, (c3, s3) in enumerate(((cc + ss, sc - cs), (cc - ss, sc + cs))):
-                self._elbow(k * 4 + e * 2, (q1, c1, s1), (c3, s3), d2, v1, u1)
+                if self._wanted(k * 4 + e * 2, 2):
+                    self._elbow(k * 4 + e * 2, (q1, c1, s1), (c3, s3), d2, v1, u1)
 
     def _elbow(self, b: int, shoulder: tuple, elbow: tuple, d2: tuple, v1: tuple, u1: tuple):
         ik, code = self.ik, self.code
@@ -363,6 +369,8 @@ class _Writer:
             g = code.new("_sqrt({0} if {0} > 0.0 else 0.0)", gamma2)
             is_free = f"{code.text(delta2)} < {_literal(SINGULAR_EPS**2)}"
             for r, gamma in enumerate((-g, g)):
+                if not self._wanted(b + r, 1):
+                    continue
                 cp = tuple(beta * ik.w5p[i] + gamma * ik.n45[i] for i in range(3))
                 q4, c4, s4 = _angle_cos_sin(code, *v3.angle_parts(w4, cp, vp4), "r3", is_free)
                 c_act = v3.rotate(w4, c4, -s4, v)
@@ -422,8 +430,14 @@ class _Writer:
         )
         return _Sym(code, clipped), fits
 
+    def _wanted(self, first: int, count: int) -> bool:
+        """Whether branches ``first .. first + count - 1`` include the one being written."""
+        return self.only is None or first <= self.only < first + count
+
     def _leaf(self, b: int, angles: tuple) -> None:
         """Branch ``b`` is valid if all six angles fit their limits."""
+        if not self._wanted(b, 1):
+            return
         limited = [a if isinstance(a, tuple) else self._limited(j, a) for j, a in enumerate(angles)]
         fits = " and ".join(f for _, f in limited)
         angles_text = ", ".join(q.name for q, _ in limited)
@@ -450,30 +464,50 @@ def _write_branch(ik: SphericalWristIk) -> list[str]:
     return code.inlined()
 
 
+_NAMESPACE = {
+    "_sqrt": math.sqrt,
+    "_cos": math.cos,
+    "_sin": math.sin,
+    "_atan": math.atan,
+    "_atan2": math.atan2,
+    "_floor": math.floor,
+    "_copysign": math.copysign,
+    "_pi": math.pi,
+}
+
+
 class SinglePoseIk:
     """The generated single-pose IK of one solver and link; see the module docstring."""
 
     def __init__(self, solver: SphericalWristIk, link: str) -> None:
         self.solver, self.link = solver, link
-        solve = _Writer(solver, link).code.inlined()
-        #: The generated source of ``solve`` and ``branch`` (for inspection).
-        self.source = (
-            "def solve(p, ref):\n" + "\n".join(solve) + "\n\n"
-            "def branch(q):\n" + "\n".join(_write_branch(solver)) + "\n"
-        )
-        namespace = {
-            "_sqrt": math.sqrt,
-            "_cos": math.cos,
-            "_sin": math.sin,
-            "_atan": math.atan,
-            "_atan2": math.atan2,
-            "_floor": math.floor,
-            "_copysign": math.copysign,
-            "_pi": math.pi,
-        }
-        exec(compile(self.source, f"<SinglePoseIk {link!r}>", "exec"), namespace)
-        self.solve: Callable[[list[float], list[float]], tuple[tuple, bool]] = namespace["solve"]
+        functions = {"solve": _Writer(solver, link).code.inlined(), "branch": _write_branch(solver)}
+        namespace = self._compile(functions)
+        self.solve: Callable[[list[float], list[float]], tuple[tuple, int, bool]] = namespace[
+            "solve"
+        ]
         self.branch: Callable[[list[float]], int] = namespace["branch"]
+        self._solve_branch: list[Callable | None] = [None] * 8  # written on first use
+
+    def _compile(self, functions: dict[str, list[str]]) -> dict:
+        """Compile generated bodies ``{name: lines}``; their source is added to ``source``."""
+        text = "\n".join(
+            f"def {name}({'q' if name == 'branch' else 'p, ref'}):\n" + "\n".join(lines) + "\n"
+            for name, lines in functions.items()
+        )
+        #: The generated source of every function written so far (for inspection).
+        self.source = getattr(self, "source", "") + text
+        namespace = dict(_NAMESPACE)
+        exec(compile(text, f"<SinglePoseIk {self.link!r}>", "exec"), namespace)
+        return namespace
+
+    def solve_branch(self, b: int) -> Callable[[list[float], list[float]], tuple]:
+        """``solve`` writing only branch ``b`` (0..7), generated on first use."""
+        fn = self._solve_branch[b]
+        if fn is None:
+            lines = _Writer(self.solver, self.link, only=b).code.inlined()
+            fn = self._solve_branch[b] = self._compile({f"solve_{b}": lines})[f"solve_{b}"]
+        return fn
 
     def __reduce__(self) -> tuple:
         """Pickle as the recipe (the generated functions are rebuilt, not pickled)."""
@@ -502,7 +536,8 @@ class SinglePoseIk:
 
     def nearest(self, p: list[float], ref: list[float]) -> np.ndarray | None:
         """The solution (6,) rad with the posture of ``ref``, or ``None`` (``ArmModel.ik``)."""
-        q = self.solve(p, ref)[0][self.branch(ref)]
+        b = self.branch(ref)
+        q = (self._solve_branch[b] or self.solve_branch(b))(p, ref)[0][b]
         return None if q is None else np.array(q)
 
 
