@@ -18,9 +18,9 @@ its subproblem fails (its solutions are then invalid in the batch too).
 Generated functions (``source`` keeps their text):
 
 * ``solve(p, ref)``: ``p`` the 16 floats of ``base_T_link`` (4, 4) row-major (m), ``ref``
-  the 6 reference angles (rad) -> ``(branches, found, reachable)``: 8 tuples of 6 angles
-  (rad), or ``None`` where the branch is invalid, in the batch's branch order (``POSTURES``);
-  ``found`` the bit mask of the valid branches; ``reachable`` as ``IkBatch.reachable``;
+  the 6 reference angles (rad) -> ``(angles, found, reachable)``: ``angles`` the 6 angles
+  (rad) of each valid branch, one flat list in the batch's branch order (``POSTURES``),
+  ``found`` the bit mask of the valid branches, ``reachable`` as ``IkBatch.reachable``;
 * ``solve_0`` .. ``solve_7``: the same, writing only that branch (``ArmModel.ik``);
 * ``branch(q)``: the branch index 0..7 of the posture of configuration ``q`` (6 floats, rad).
 """
@@ -107,7 +107,8 @@ class _Code:
     def inlined(self) -> list[str]:
         """The lines with every single-use local assigned once replaced by its expression
         (in parentheses, so the same operations round the same way): fewer loads and stores.
-        Locals assigned more than once (overridden in singular cases) stay."""
+        Locals assigned more than once stay, and so does a local whose operands are assigned
+        again (a singular case's override) between its definition and its use."""
         lines = list(self.lines)
         assigned: dict[str, int] = {}
         for line in lines:
@@ -124,9 +125,14 @@ class _Code:
             name, expr = m.group(2), m.group(3)
             if assigned.get(name) != 1 or uses[name] != 2:  # the definition and one use
                 continue
-            if any(assigned.get(x, 0) != 1 for x in _NAME.findall(expr)):
-                continue
             j = next(k for k in range(i + 1, len(lines)) if lines[k] and name in lines[k])
+            operands = set(_NAME.findall(expr))
+            if any(  # an operand reassigned between definition and use: keep the local
+                operands.intersection(_ASSIGNED.findall(lines[k]))
+                for k in range(i + 1, j + 1)
+                if lines[k] is not None and assigned.keys() & operands
+            ):
+                continue
             if name not in _NAME.findall(lines[j]) or _depth(lines[j]) + _depth(expr) > _MAX_DEPTH:
                 continue
             lines[j] = _NAME.sub(
@@ -278,8 +284,7 @@ class _Writer:
             lo, hi = self.lower[j], self.upper[j]
             if not (-math.pi <= lo and hi <= math.pi):
                 self.ref_clipped[j] = _clip(code, _Sym(code, f"r{j}"), lo, hi)
-        code.emit("b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = None")
-        code.emit("reach = False; found = 0")
+        code.emit("angles = []; reach = False; found = 0")
         # q1: subproblem 4, shoulder branches.
         a_, b_ = v3.dot_const(ik.e2p, wv), v3.dot_const(ik.n12, wv)
         d_ = ik.d12 - ik.k12 * v3.dot_const(w1, wv)
@@ -290,7 +295,7 @@ class _Writer:
         ratio = d_ / safe
         code.emit(
             f"if (abs({t(d_)}) >= {eps}) if free1 else (abs({ratio.name}) > "
-            f"{_literal(1.0 + REACH_TOL)}): return (b0, b1, b2, b3, b4, b5, b6, b7), 0, False"
+            f"{_literal(1.0 + REACH_TOL)}): return angles, 0, False"
         )
         ca, sa = self._cos_sin_of_acos(ratio)
         cphi, sphi = a_ / safe, b_ / safe
@@ -305,7 +310,7 @@ class _Writer:
         for k, (c1, s1) in enumerate(shoulders):
             if self._wanted(k * 4, 4):
                 self._shoulder(k, c1, s1, wv, cols)
-        code.emit("return (b0, b1, b2, b3, b4, b5, b6, b7), found, reach")
+        code.emit("return angles, found, reach")
 
     def _cos_sin_of_acos(self, x: _Sym) -> tuple[_Sym, _Sym]:
         c = _clip(self.code, x, -1.0, 1.0)
@@ -441,7 +446,7 @@ class _Writer:
         limited = [a if isinstance(a, tuple) else self._limited(j, a) for j, a in enumerate(angles)]
         fits = " and ".join(f for _, f in limited)
         angles_text = ", ".join(q.name for q, _ in limited)
-        self.code.emit(f"if {fits}: b{b} = ({angles_text}); found += {1 << b}")
+        self.code.emit(f"if {fits}: angles += ({angles_text}); found += {1 << b}")
 
 
 def _write_branch(ik: SphericalWristIk) -> list[str]:
@@ -515,10 +520,9 @@ class SinglePoseIk:
 
     def solutions(self, p: list[float], ref: list[float]) -> IkSolutions:
         """``IkBatch.solutions`` of the one pose ``p`` (16 floats, row-major ``base_T_link``)."""
-        branches, found, reachable = self.solve(p, ref)
+        angles, found, reachable = self.solve(p, ref)
         if found:
-            configurations = np.array([q for q in branches if q is not None])
-            return IkSolutions(configurations, _POSTURES_OF[found].copy())
+            return IkSolutions(np.array(angles).reshape(-1, 6), _POSTURES_OF[found].copy())
         reason = (
             "every solution violates the joint limits"
             if reachable
@@ -528,17 +532,17 @@ class SinglePoseIk:
 
     def batch(self, p: list[float], ref: list[float]) -> IkBatch:
         """The ``IkBatch`` (N = 1) of the one pose ``p``, as ``SphericalWristIk.solve``."""
-        branches, _, reachable = self.solve(p, ref)
-        nan6 = (math.nan,) * 6
-        q = np.array([[nan6 if b is None else b for b in branches]])
-        valid = np.array([[b is not None for b in branches]])
+        angles, found, reachable = self.solve(p, ref)
+        valid = np.array([[found >> b & 1 == 1 for b in range(8)]])
+        q = np.full((1, 8, 6), np.nan)
+        q[valid] = np.array(angles).reshape(-1, 6)
         return IkBatch(q=q, valid=valid, postures=POSTURES, reachable=np.array([reachable]))
 
     def nearest(self, p: list[float], ref: list[float]) -> np.ndarray | None:
         """The solution (6,) rad with the posture of ``ref``, or ``None`` (``ArmModel.ik``)."""
         b = self.branch(ref)
-        q = (self._solve_branch[b] or self.solve_branch(b))(p, ref)[0][b]
-        return None if q is None else np.array(q)
+        angles = (self._solve_branch[b] or self.solve_branch(b))(p, ref)[0]
+        return np.array(angles) if angles else None
 
 
 def for_link(solver: SphericalWristIk, link: str) -> SinglePoseIk:
