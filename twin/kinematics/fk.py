@@ -32,9 +32,9 @@ class _Edge:
 
 
 #: Configurations per pass: larger batches stream through the tree in chunks of this size, so
-#: the per-edge (chunk, 3, 3) temporaries stay a few megabytes and peak memory follows the
-#: output, not the tree's depth.
-CHUNK = 8192
+#: the per-edge (chunk, 3, 3) temporaries stay a few megabytes (near the caches) and peak
+#: memory follows the output, not the tree's depth.
+CHUNK = 2048
 
 
 class KinematicTree:

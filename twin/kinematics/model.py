@@ -189,14 +189,15 @@ class ArmModel:
         rad (NaN where invalid), ``valid`` (N, 8) and the branch ``postures`` (8, 3).
         ``reference_q``: (n,) or (N, n) rad, default ``home_q``."""
         self._check_link(link)
+        if isinstance(poses, np.ndarray) and poses.shape == (1, 4, 4):  # the generated code
+            ref = scalar_ik.reference_list(reference_q, self._home_list, self.n_joints)
+            code = scalar_ik.for_link(self._require_analytic(), link)
+            return code.batch(scalar_ik.flat_pose(poses[0], "poses"), ref)
         poses = as_poses(poses)
         if poses.ndim != 3:
             raise ValueError(f"poses must have shape (N, 4, 4), got {poses.shape}")
         ref = self.home_q if reference_q is None else reference_q
         ref = as_configurations(ref, self.n_joints, "reference_q")
-        if poses.shape[0] == 1 and ref.size == self.n_joints:  # one pose: generated code
-            code = scalar_ik.for_link(self._require_analytic(), link)
-            return code.batch(poses.ravel().tolist(), ref.ravel().tolist())
         ref = np.broadcast_to(ref, (poses.shape[0], self.n_joints))
         return self._require_analytic().solve(poses, ref, link)
 

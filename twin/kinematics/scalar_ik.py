@@ -51,6 +51,10 @@ __all__ = ["SinglePoseIk", "flat_pose", "for_link", "reference_list"]
 _TWO_PI = 2.0 * math.pi
 #: The postures (k, 3) of the valid branches, by the bit mask of those branches.
 _POSTURES_OF = [POSTURES[[b for b in range(8) if mask >> b & 1]] for mask in range(256)]
+#: The validity (1, 8) of the branches, by the same bit mask.
+_VALID_OF = [np.array([[mask >> b & 1 == 1 for b in range(8)]]) for mask in range(256)]
+_ALL_INVALID = np.full((1, 8, 6), np.nan)  # IkBatch.q of one pose before the valid rows
+_REACHABLE, _UNREACHABLE = np.array([True]), np.array([False])
 
 
 def _literal(x: float) -> str:
@@ -533,10 +537,11 @@ class SinglePoseIk:
     def batch(self, p: list[float], ref: list[float]) -> IkBatch:
         """The ``IkBatch`` (N = 1) of the one pose ``p``, as ``SphericalWristIk.solve``."""
         angles, found, reachable = self.solve(p, ref)
-        valid = np.array([[found >> b & 1 == 1 for b in range(8)]])
-        q = np.full((1, 8, 6), np.nan)
-        q[valid] = np.array(angles).reshape(-1, 6)
-        return IkBatch(q=q, valid=valid, postures=POSTURES, reachable=np.array([reachable]))
+        q = _ALL_INVALID.copy()
+        if found:
+            q[_VALID_OF[found]] = np.array(angles).reshape(-1, 6)
+        reachable_ = _REACHABLE if reachable else _UNREACHABLE
+        return IkBatch(q, _VALID_OF[found].copy(), POSTURES, reachable_.copy())
 
     def nearest(self, p: list[float], ref: list[float]) -> np.ndarray | None:
         """The solution (6,) rad with the posture of ``ref``, or ``None`` (``ArmModel.ik``)."""
