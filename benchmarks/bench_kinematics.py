@@ -18,20 +18,24 @@ are best-of-rounds (ours per batch, PyBullet per call), rounds interleaved, beca
 machine may be shared; single-configuration figures are the median call of the best round.
 Target: closed-form IK >= 20x PyBullet's default IK rate, errors >= 1e6x smaller.
 
-How cost grows with the batch (table "Throughput and peak memory against batch size"; peak
-is tracemalloc's, numpy's allocations included, over one call, against the output's bytes):
-* Time is far from linear below about 1,000: one batched call has a fixed cost of several
-  hundred numpy calls (0.2-1 ms) whatever N is, so throughput rises about 100x from N = 10
-  to N = 10,000. N = 1 is the exception: ``ik_all_batch`` and ``fk`` of one pose take the
-  generated scalar code (tens of microseconds, not a millisecond).
-* From about 10,000 on, time is linear: batches beyond ``CHUNK`` (8,192) poses stream through
-  the kernels chunk by chunk, so the working set stays a few megabytes and the throughput
-  stays flat up to 1,000,000.
-* Peak memory is linear, a small multiple of the output: the output itself, the input
-  checks' copies (``validate.as_poses`` copies the (N, 4, 4) poses and their rotation columns,
-  about half the IK output; ``as_configurations`` copies q for FK) and one chunk's
-  temporaries (a few MB, which is why small batches show larger ratios). Before chunking
-  the temporaries grew with N: 2.1 GB for 1,000,000 IK poses, 1.3 GB for FK.
+How cost grows with the batch (table "Throughput ... against batch size": items per CPU
+second, best of a few calls; peak is tracemalloc's over one call, numpy's allocations
+included, against the bytes of the output):
+* Below about 1,000 time grows far less than linearly: one batched call has a fixed cost of
+  several hundred numpy calls (IK about 0.5 ms, FK about 0.1 ms) whatever N is, so
+  throughput rises about 30x from N = 10 to N = 1,000. One pose (N = 1) is the exception for
+  IK: ``ik_all_batch`` of a (1, 4, 4) pose runs the generated scalar code. ``fk`` of a (1, 6)
+  batch still runs the tree; ``fk`` of a (6,) configuration runs the generated chain.
+* From about 1,000 to 1,000,000 time is linear (flat throughput): batches beyond ``CHUNK``
+  (2,048) stream through the kernels chunk by chunk. Without chunks growth was worse than
+  linear: the temporaries (about 50 arrays of 8 N floats for IK) left the caches, one pass of
+  65,536 poses ran about 25 % slower per pose than chunks of 2,048, and peak memory grew by
+  about 2 KB of temporaries per pose.
+* Peak memory is linear and, for large batches, 1.3-1.6x the output: the output, the input
+  checks' copies (``validate.as_poses`` copies the (N, 4, 4) poses and their rotation
+  columns; ``as_configurations`` copies q for FK) and one chunk's temporaries (a few MB, which
+  is why batches near the chunk size show ratios of 2.5-10; below it the temporaries are
+  proportional to N). Before chunking: 2.1 GB for 1,000,000 IK poses, 1.3 GB for FK.
 
     python -m twin.benchmarks.bench_kinematics [--quick] [--seed N]
 """
