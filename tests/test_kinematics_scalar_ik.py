@@ -245,3 +245,13 @@ def test_peak_memory_of_large_batches_follows_the_output():
     ik_output = n * (8 * 6 * 8 + 8 + 1)  # q, valid, reachable
     assert _peak_bytes(lambda: MODEL.fk(configs)) < 3 * fk_output
     assert _peak_bytes(lambda: MODEL.ik_all_batch(poses)) < 3 * ik_output
+
+
+@pytest.mark.parametrize("metres", [1e300, -1e308, 1e154, 1e-300])
+def test_extreme_translations_give_answers_not_errors(metres):
+    """Float overflow inside the generated code (inf, NaN) must end in a refusal, as in the
+    batch, never in a Python exception (``math`` raises where numpy warns)."""
+    pose = MODEL.fk(MODEL.home_q + 0.3)
+    pose[:3, 3] = [metres, -metres, metres]
+    with np.errstate(over="ignore", invalid="ignore"):
+        _assert_same(MODEL, pose, MODEL.home_q)

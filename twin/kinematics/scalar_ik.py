@@ -129,15 +129,19 @@ class _Code:
             name, expr = m.group(2), m.group(3)
             if assigned.get(name) != 1 or uses[name] != 2:  # the definition and one use
                 continue
-            j = next(k for k in range(i + 1, len(lines)) if lines[k] and name in lines[k])
+            j = next(
+                k
+                for k in range(i + 1, len(lines))
+                if lines[k] is not None and name in lines[k] and name in _NAME.findall(lines[k])
+            )
             operands = set(_NAME.findall(expr))
             if any(  # an operand reassigned between definition and use: keep the local
                 operands.intersection(_ASSIGNED.findall(lines[k]))
                 for k in range(i + 1, j + 1)
-                if lines[k] is not None and assigned.keys() & operands
+                if lines[k] is not None
             ):
                 continue
-            if name not in _NAME.findall(lines[j]) or _depth(lines[j]) + _depth(expr) > _MAX_DEPTH:
+            if _depth(lines[j]) + _depth(expr) > _MAX_DEPTH:
                 continue
             lines[j] = _NAME.sub(
                 lambda m, n=name, e=expr: f"({e})" if m[0] == n else m[0], lines[j]
