@@ -92,15 +92,25 @@ def _pybullet_ik(
     return out, spent
 
 
-def _per_call(fn, configs: np.ndarray) -> float:
-    """Median wall time (s) of ``fn(q)`` over the configurations, one call each."""
-    out = np.empty(len(configs))
+def _per_call(fn, items) -> float:
+    """Median wall time (s) of ``fn(item)`` over the items (configurations, poses), one call
+    each."""
+    out = np.empty(len(items))
     clock = time.perf_counter
-    for i, q in enumerate(configs):
+    for i, item in enumerate(items):
         t0 = clock()
-        fn(q)
+        fn(item)
         out[i] = clock() - t0
     return float(np.median(out))
+
+
+def _best_round(calls: dict, items, rounds: int) -> dict[str, float]:
+    """Per call: the least over ``rounds`` interleaved rounds of the median call (s)."""
+    best = dict.fromkeys(calls, np.inf)
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            best[name] = min(best[name], _per_call(fn, items))
+    return best
 
 
 def _single_configuration(
@@ -125,22 +135,7 @@ def _single_configuration(
         "jacobian_batched_n1": lambda q: model.jacobian(q[None])[0],
         "jacobian_pybullet": pb_jacobian,
     }
-    best = dict.fromkeys(calls, np.inf)
-    for _ in range(rounds):
-        for name, fn in calls.items():
-            best[name] = min(best[name], _per_call(fn, configs))
-    return best
-
-
-def _median_call(fn, items: list) -> float:
-    """Median wall time (s) of ``fn(item)``, one call per item."""
-    out = np.empty(len(items))
-    clock = time.perf_counter
-    for i, item in enumerate(items):
-        t0 = clock()
-        fn(item)
-        out[i] = clock() - t0
-    return float(np.median(out))
+    return _best_round(calls, configs, rounds)
 
 
 def _single_pose_ik(model: ArmModel, poses: np.ndarray, rounds: int) -> dict[str, float]:
@@ -153,12 +148,7 @@ def _single_pose_ik(model: ArmModel, poses: np.ndarray, rounds: int) -> dict[str
         "kernel_n1": lambda pose: solver.solve(pose[None], home[None], "tcp").solutions(0),
         "fk": lambda pose: model.fk(home),
     }
-    items = list(poses)
-    best = dict.fromkeys(calls, np.inf)
-    for _ in range(rounds):
-        for name, fn in calls.items():
-            best[name] = min(best[name], _median_call(fn, items))
-    return best
+    return _best_round(calls, list(poses), rounds)
 
 
 def _peak_bytes(fn) -> tuple[int, object]:
