@@ -31,6 +31,12 @@ class _Edge:
     axis: np.ndarray  # (3,) unit joint axis, joint (= child link) frame
 
 
+#: Configurations per pass: larger batches stream through the tree in chunks of this size, so
+#: the per-edge (chunk, 3, 3) temporaries stay a few megabytes (near the caches) and peak
+#: memory follows the output, not the tree's depth.
+CHUNK = 2048
+
+
 class KinematicTree:
     """FK of every link of a URDF tree, vectorised over configurations.
 
@@ -88,11 +94,39 @@ class KinematicTree:
         """Indices into ``q`` of the movable joints between the root and ``link``."""
         return tuple(e.q_index for e in self._paths[self.index[link]] if e.q_index >= 0)
 
+    def poses(self, q: np.ndarray, link: str) -> np.ndarray:
+        """``base_T_link`` (N, 4, 4) for configurations ``q`` (N, n) rad, chunk by chunk."""
+        n = q.shape[0]
+        out = np.zeros((n, 4, 4))
+        out[:, 3, 3] = 1.0
+        for start in range(0, n, CHUNK):
+            r, p = self._frames(q[start : start + CHUNK], (link,))[link]
+            out[start : start + CHUNK, :3, :3] = r
+            out[start : start + CHUNK, :3, 3] = p
+        return out
+
     def rotations_translations(
         self, q: np.ndarray, links: tuple[str, ...] | None = None
     ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """``{link: (base_R_link (N, 3, 3), base_p_link (N, 3) m)}`` for configurations
-        ``q`` (N, n) rad; for ``links`` and their ancestors, or every link if ``None``."""
+        ``q`` (N, n) rad; for ``links`` and their ancestors, or every link if ``None``.
+        Batches beyond ``CHUNK`` run chunk by chunk into the output."""
+        n = q.shape[0]
+        if n <= CHUNK:
+            return self._frames(q, links)
+        names = self.link_names if links is None else links
+        out = {name: (np.empty((n, 3, 3)), np.empty((n, 3))) for name in names}
+        for start in range(0, n, CHUNK):
+            part = self._frames(q[start : start + CHUNK], links)
+            for name, (r, p) in part.items():
+                out[name][0][start : start + CHUNK] = r
+                out[name][1][start : start + CHUNK] = p
+        return out
+
+    def _frames(
+        self, q: np.ndarray, links: tuple[str, ...] | None
+    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """``rotations_translations`` of one chunk."""
         n = q.shape[0]
         if links is None:
             edges = self._edges
@@ -118,7 +152,13 @@ class KinematicTree:
         return {names[i]: (rots[i], trans[i]) for i in wanted}
 
     def jacobian(self, q: np.ndarray, link: str) -> np.ndarray:
-        """Geometric Jacobians (N, 6, n) ``[v; w]`` of ``link``'s origin, base frame."""
+        """Geometric Jacobians (N, 6, n) ``[v; w]`` of ``link``'s origin, base frame (chunk by
+        chunk beyond ``CHUNK`` configurations)."""
+        if q.shape[0] > CHUNK:
+            out = np.empty((q.shape[0], 6, self.n_joints))
+            for start in range(0, q.shape[0], CHUNK):
+                out[start : start + CHUNK] = self.jacobian(q[start : start + CHUNK], link)
+            return out
         path = self._paths[self.index[link]]
         movable = [e for e in path if e.q_index >= 0]
         names = tuple(self.link_names[e.link] for e in movable) + (link,)
