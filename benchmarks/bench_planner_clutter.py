@@ -77,6 +77,8 @@ CAGE_JITTER = 0.01
 OBSTACLES = len(CAGE)
 QUERIES, QUICK_QUERIES = 100, 10
 SPHERE_COUNTS, QUICK_SPHERE_COUNTS = (10, 100, 1_000, 10_000), (10, 100, 1_000)
+#: The stored-patch anchor is measured up to this many spheres (10,000 of them need about 1 GB).
+STORED_ANCHOR_MAX = 1_000
 
 
 def load_ur5_spherized() -> tuple[ArmModel, PlannerSettings]:
@@ -151,36 +153,60 @@ def run_queries(planner: Planner, exact: ExactChecker, queries) -> dict:
     }
 
 
+def _sphere_obstacles(planner: Planner, count: int, rng: np.random.Generator) -> list[Obstacle]:
+    """``count`` spheres (radius 5 mm to 5 cm) 0.2 to 0.9 m from the shoulder."""
+    d = rng.normal(size=(count, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    centers = planner.checker.robot.origin_1() + d * rng.uniform(0.2, 0.9, size=(count, 1))
+    radii = rng.uniform(0.005, 0.05, size=count)
+    return [
+        Obstacle.from_sphere(f"s{i}", c, float(r)) for i, (c, r) in enumerate(zip(centers, radii))
+    ]
+
+
+def _measured(fn: Callable[[], object]) -> tuple[float, int, int, object]:
+    """(time s, tracemalloc peak bytes, bytes still allocated, result) of ``fn()``."""
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    t0 = time.perf_counter()
+    out = fn()
+    elapsed = time.perf_counter() - t0
+    kept, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return elapsed, peak - base, kept - base, out
+
+
+def _stored_patches(field, obstacles: list[Obstacle]) -> list:
+    """The anchor, in the same run: every sphere as a stored float32 patch of its exact signed
+    distance on its block of nodes (what ``field.patch`` returned before), then one rebuild."""
+    patches = []
+    for o in obstacles:
+        c, r = o.pose[:3, 3], float(o.dimensions[0])
+        corners = np.stack((c - r, c + r))
+        p = field._exact_patch(corners, lambda x, c=c, r=r: np.linalg.norm(x - c, axis=-1) - r)
+        if p is not None:
+            patches.append(p)
+    field.rebuild(patches)
+    return patches
+
+
 def sphere_obstacle_cost(planner: Planner, counts, rng: np.random.Generator) -> list[dict]:
     """``set_obstacles`` time (s) and tracemalloc memory (bytes) of ``count`` sphere obstacles
-    around the shoulder, each from an empty planner (``clear_obstacles`` first)."""
-    shoulder = planner.checker.robot.origin_1()
+    from an empty planner, beside the stored patches of before (same obstacles, same field)."""
     out = []
     for count in counts:
-        d = rng.normal(size=(count, 3))
-        d /= np.linalg.norm(d, axis=1, keepdims=True)
-        centers = shoulder + d * rng.uniform(0.2, 0.9, size=(count, 1))
-        radii = rng.uniform(0.005, 0.05, size=count)
-        obstacles = [
-            Obstacle.from_sphere(f"s{i}", c, float(r))
-            for i, (c, r) in enumerate(zip(centers, radii))
-        ]
+        obstacles = _sphere_obstacles(planner, count, rng)
         planner.clear_obstacles()
-        tracemalloc.start()
-        base = tracemalloc.get_traced_memory()[0]
-        t0 = time.perf_counter()
-        planner.set_obstacles(obstacles)
-        elapsed = time.perf_counter() - t0
-        kept, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        out.append(
-            {
-                "count": count,
-                "time_s": elapsed,
-                "peak_bytes": peak - base,
-                "kept_bytes": kept - base,
-            }
-        )
+        t, peak, kept, _ = _measured(lambda o=obstacles: planner.set_obstacles(o))
+        planner.clear_obstacles()
+        row = {"count": count, "time_s": t, "peak_bytes": peak, "kept_bytes": kept}
+        if count <= STORED_ANCHOR_MAX:
+            t, peak, kept, patches = _measured(
+                lambda o=obstacles: _stored_patches(planner._field, o)
+            )
+            row.update(before_time_s=t, before_peak_bytes=peak, before_kept_bytes=kept)
+            del patches
+        out.append(row)
     planner.clear_obstacles()
     return out
 
@@ -239,16 +265,26 @@ def main() -> None:
     counts = QUICK_SPHERE_COUNTS if args.quick else SPHERE_COUNTS
     cost = sphere_obstacle_cost(planner, counts, np.random.default_rng([args.seed, 7]))
     print_table(
-        "set_obstacles with sphere obstacles (tracemalloc; before: about 1 ms and 75 KB a sphere)",
-        ["spheres", "time ms", "us/sphere", "peak KB", "kept KB", "kept B/sphere"],
+        "set_obstacles with sphere obstacles (tracemalloc): now, and the stored patches of before "
+        "(same spheres, same run)",
+        [
+            "spheres",
+            "time ms",
+            "us/sphere",
+            "peak KB",
+            "kept B/sphere",
+            "before ms",
+            "before kept B/sphere",
+        ],
         [
             [
                 c["count"],
                 c["time_s"] * 1e3,
                 c["time_s"] * 1e6 / c["count"],
                 c["peak_bytes"] / 1024,
-                c["kept_bytes"] / 1024,
                 c["kept_bytes"] / c["count"],
+                c.get("before_time_s", float("nan")) * 1e3,
+                c.get("before_kept_bytes", float("nan")) / c["count"],
             ]
             for c in cost
         ],
@@ -275,6 +311,9 @@ def main() -> None:
                     "time_ms": c["time_s"] * 1e3,
                     "kept_bytes_per_sphere": c["kept_bytes"] / c["count"],
                     "peak_kb": c["peak_bytes"] / 1024,
+                    "before_time_ms": c.get("before_time_s", float("nan")) * 1e3,
+                    "before_kept_bytes_per_sphere": c.get("before_kept_bytes", float("nan"))
+                    / c["count"],
                 }
                 for c in cost
             },
