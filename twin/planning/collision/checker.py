@@ -39,6 +39,8 @@ from twin.planning.collision.robot_model import CompiledSpheres, RobotSpheres
 
 #: Motion (m) between the coarse samples of a segment's first round.
 COARSE_SPACING = 0.1
+#: Coarse samples per round of ``free_prefixes`` (in order along the segments).
+_PREFIX_ROUNDS = (8, 24, 1 << 62)
 
 
 class CollisionChecker:
@@ -270,10 +272,22 @@ class CollisionChecker:
         offsets = np.cumsum(n1 + 1) - (n1 + 1)
         k = np.arange(len(owner)) - offsets[owner]
         t = k / n1[owner]
-        ok, radius = self._evaluate(qa[owner] + t[:, None] * delta[owner], dq[owner])
-        # First blocked coarse sample per segment (n1 + 1: none).
+        ok = np.zeros(len(owner), dtype=bool)
+        radius = np.zeros(len(owner))
+        # First blocked coarse sample per segment (max: none), found in rounds of growing
+        # index ranges: a segment blocked early (most connect attempts in clutter) stops there.
         first = np.full(len(qa), np.iinfo(np.int64).max)
-        np.minimum.at(first, owner[~ok], k[~ok])
+        lo = 0
+        for size in _PREFIX_ROUNDS:
+            sel = np.flatnonzero((k >= lo) & (k < lo + size) & (first[owner] > lo))
+            if len(sel):
+                o = owner[sel]
+                ok[sel], radius[sel] = self._evaluate(qa[o] + t[sel, None] * delta[o], dq[o])
+                bad = sel[~ok[sel]]
+                np.minimum.at(first, owner[bad], k[bad])
+            lo += size
+            if lo > n1.max():
+                break
         before = k < first[owner]  # free coarse samples before the first blocked one
         lo, hi = t[:-1] + radius[:-1], t[1:] - radius[1:]
         gap = (owner[:-1] == owner[1:]) & before[:-1] & before[1:] & (lo < hi)
