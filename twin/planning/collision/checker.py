@@ -19,9 +19,8 @@ motion apart, both ends included), then, in the gaps their certified intervals l
 clearances >= ``margin`` and so certifies at least ``margin / D`` either side, which closes every
 gap. A segment is free when its samples are free and their intervals cover [0, 1]. A single
 segment (the common start-to-goal check) takes the same two rounds with fewer numpy calls
-(``_segment``). ``free_prefixes`` (RRT-Connect's *connect*) checks steps of ``2 margin / D`` in
-order: between two free steps nothing moves more than ``margin`` from its position at the nearer
-one.
+(``_segment``). ``free_prefixes`` (RRT-Connect's *connect*) takes the same two rounds and keeps each segment up
+to its last free sample before the first blocked one (the gaps before it are all filled).
 
 The batched work (forward kinematics of every sphere, field lookups, sphere pairs) is done by
 ``kernel.SphereKernel``, built when the checker is made or refreshed (it depends on the robot
@@ -40,8 +39,8 @@ from twin.planning.collision.robot_model import CompiledSpheres, RobotSpheres
 
 #: Motion (m) between the coarse samples of a segment's first round.
 COARSE_SPACING = 0.1
-#: Chunk sizes (steps) of ``free_prefixes``.
-_PREFIX_CHUNKS = (32, 128, 512, 2048, 1 << 62)
+#: Coarse samples per round of ``free_prefixes`` (in order along the segments).
+_PREFIX_ROUNDS = (8, 24, 1 << 62)
 
 
 class CollisionChecker:
@@ -251,28 +250,64 @@ class CollisionChecker:
         return float(self.free_prefixes(qa[None], qb[None])[0])
 
     def free_prefixes(self, qa: np.ndarray, qb: np.ndarray) -> np.ndarray:
-        """``free_prefix`` of segments qa -> qb (K, n) together: fractions (K,). Steps are
-        checked in order, in rounds of growing size; a segment stops at its first blocked step."""
+        """``free_prefix`` of segments qa -> qb (K, n) together: fractions (K,), each the
+        parameter of the last free sample before the first blocked one (1.0 when the segment
+        is free; 0.0 when qb lies outside the limits). The same two rounds as
+        ``segments_free`` (module doc): coarse samples with their certified intervals, then
+        samples ``2 margin / D`` apart in the gaps those leave before each segment's first
+        blocked coarse sample; everything up to the returned sample is covered."""
         qa = np.atleast_2d(np.asarray(qa, dtype=float))
         qb = np.atleast_2d(np.asarray(qb, dtype=float))
-        n_steps = self.steps(qa, qb)
-        owner = np.repeat(np.arange(len(qa)), n_steps)
-        k = np.arange(n_steps.sum()) - np.repeat(np.cumsum(n_steps) - n_steps, n_steps) + 1
-        configs = qa[owner] + (k / n_steps[owner])[:, None] * (qb - qa)[owner]
-        first_bad = np.full(len(qa), np.iinfo(np.int64).max)
-        first_bad[~self.within_limits(qb)] = 1  # outside the limits: nothing beyond qa is kept
-        lo = 1
-        for size in _PREFIX_CHUNKS:
-            hi = lo + size
-            sel = np.flatnonzero((k >= lo) & (k < hi) & (k < first_bad[owner]))
+        self._spheres()
+        out = np.zeros(len(qa))
+        live = np.flatnonzero(self.within_limits(qb))  # the limits are a box
+        if not len(live):
+            return out
+        qa, qb = qa[live], qb[live]
+        delta = qb - qa
+        dq = np.abs(delta)
+        d_max = np.maximum(np.max(dq @ self._weights_t, axis=1), 1e-12)
+        n1 = np.ceil(d_max / COARSE_SPACING).astype(int)
+        owner = np.repeat(np.arange(len(qa)), n1 + 1)
+        offsets = np.cumsum(n1 + 1) - (n1 + 1)
+        k = np.arange(len(owner)) - offsets[owner]
+        t = k / n1[owner]
+        ok = np.zeros(len(owner), dtype=bool)
+        radius = np.zeros(len(owner))
+        # First blocked coarse sample per segment (max: none), found in rounds of growing
+        # index ranges: a segment blocked early (most connect attempts in clutter) stops there.
+        first = np.full(len(qa), np.iinfo(np.int64).max)
+        lo = 0
+        for size in _PREFIX_ROUNDS:
+            sel = np.flatnonzero((k >= lo) & (k < lo + size) & (first[owner] > lo))
             if len(sel):
-                ok = self._free_inside(configs[sel])
-                bad = sel[~ok]
-                np.minimum.at(first_bad, owner[bad], k[bad])
-            lo = hi
-            if lo > n_steps.max():
+                o = owner[sel]
+                ok[sel], radius[sel] = self._evaluate(qa[o] + t[sel, None] * delta[o], dq[o])
+                bad = sel[~ok[sel]]
+                np.minimum.at(first, owner[bad], k[bad])
+            lo += size
+            if lo > n1.max():
                 break
-        return np.where(first_bad > n_steps, 1.0, (np.minimum(first_bad, n_steps) - 1) / n_steps)
+        before = k < first[owner]  # free coarse samples before the first blocked one
+        lo, hi = t[:-1] + radius[:-1], t[1:] - radius[1:]
+        gap = (owner[:-1] == owner[1:]) & before[:-1] & before[1:] & (lo < hi)
+        g_owner, g_lo, g_hi = owner[:-1][gap], lo[gap], hi[gap]
+        s_owner, s_t, s_ok = owner[:0], t[:0], ok[:0]
+        if len(g_owner):
+            step = 2.0 * self.margin / d_max[g_owner]
+            s_t, gap = _midpoints(g_lo, g_hi, np.ceil((g_hi - g_lo) / step).astype(int))
+            s_owner = g_owner[gap]
+            s_ok = self._free_inside(qa[s_owner] + s_t[:, None] * delta[s_owner])
+        all_owner = np.concatenate((owner, s_owner))
+        all_t = np.concatenate((t, s_t))
+        all_ok = np.concatenate((ok, s_ok))
+        blocked_at = np.full(len(qa), np.inf)
+        np.minimum.at(blocked_at, all_owner[~all_ok], all_t[~all_ok])
+        good = all_ok & (all_t < blocked_at[all_owner])
+        prefix = np.zeros(len(qa))
+        np.maximum.at(prefix, all_owner[good], all_t[good])
+        out[live] = prefix
+        return out
 
 
 def _midpoints(lo: np.ndarray, hi: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

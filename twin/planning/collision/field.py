@@ -8,7 +8,12 @@ report is never wrong. Contributions ("patches") are computed per obstacle on th
 nodes within ``band`` of it and combined with ``min``, so replacing one obstacle recomputes only
 that obstacle.
 
-* box, sphere, cylinder: exact signed distance at the nodes.
+* box, cylinder: exact signed distance at the nodes.
+* sphere: exact signed distance at the nodes too, but not stored as a patch: a sphere is kept as
+  its centre and radius (``SpherePatch``, bytes) and drawn straight into the grid on every
+  ``rebuild``, in float32 less ``SPHERE_ROUNDING`` (which covers float32's rounding of the
+  distance). A stored float32 patch of the ``((2 (r + band)) / h)^3`` nodes around it cost
+  about 75 KB and 1 ms a sphere (issue 19; ``benchmarks/bench_planner_clutter.py``).
 * point cloud: each point marks its nearest node; the truncated Euclidean distance transform
   ``E`` of the marked nodes (exact up to ``band``, by separable passes over windows of
   ``band / h`` nodes) gives ``E - h sqrt(3) / 2``, a lower bound since a point lies within
@@ -27,6 +32,19 @@ from twin.planning.collision import geometry
 from twin.planning.types import Obstacle, ObstacleKind
 
 _SQRT3_2 = 0.5 * np.sqrt(3.0)
+
+
+#: m subtracted from the float32 sphere distances: far more than their rounding (distances up to
+#: a few metres, relative error a few float32 ulps, about 1e-6 m), far less than the field slack.
+SPHERE_ROUNDING = 1e-5
+
+
+@dataclass(frozen=True)
+class SpherePatch:
+    """A sphere obstacle's contribution, drawn on ``rebuild``: centre (3,) m, radius m."""
+
+    center: tuple[float, float, float]
+    radius: float
 
 
 @dataclass(frozen=True)
@@ -59,19 +77,51 @@ class DistanceField:
         self.rebuild([])
 
     # ----------------------------------------------------------------- combination and queries
-    def rebuild(self, patches: list[Patch]) -> None:
+    def rebuild(self, patches: list[Patch | SpherePatch]) -> None:
         """Set the field to the minimum of ``band`` and every patch. A sphere centre outside the
         grid is clamped onto its outer layer, which holds ``-inf``: reported blocked."""
         grid = self._grid
         grid.fill(np.float32(self.band) - self._slack)
+        spheres = []
         for p in patches:
+            if isinstance(p, SpherePatch):
+                spheres.append(p)
+                continue
             sl = tuple(slice(s, s + n) for s, n in zip(p.start, p.values.shape))
             np.minimum(grid[sl], p.values - self._slack, out=grid[sl])
+        if spheres:
+            self._draw_spheres(spheres)
         for axis in range(3):
             edge = [slice(None)] * 3
             for end in (0, -1):
                 edge[axis] = end
                 grid[tuple(edge)] = -np.inf
+
+    def _draw_spheres(self, spheres: list[SpherePatch]) -> None:
+        """Lower the grid to each sphere's signed distance less the lookup slack, on the block of
+        nodes within ``band`` of it: per sphere, squared offsets along the three axes (float64,
+        from the node coordinates) summed by broadcasting in float32."""
+        grid, h = self._grid, self.h
+        centers = np.array([p.center for p in spheres], dtype=float)  # (K, 3)
+        radii = np.array([p.radius for p in spheres], dtype=float)
+        reach = (radii + self.band)[:, None]
+        lo = np.maximum(np.floor((centers - reach - self.origin) / h).astype(int), 0)
+        hi = np.minimum(
+            np.ceil((centers + reach - self.origin) / h).astype(int) + 1, self._shape_arr
+        )
+        offset = (radii + float(self._slack) + SPHERE_ROUNDING).astype(np.float32)
+        for k in np.flatnonzero(np.all(hi > lo, axis=1)):
+            (a0, b0, c0), (a1, b1, c1) = lo[k], hi[k]
+            c = centers[k]
+            dx = ((self.origin[0] + h * np.arange(a0, a1) - c[0]) ** 2).astype(np.float32)
+            dy = ((self.origin[1] + h * np.arange(b0, b1) - c[1]) ** 2).astype(np.float32)
+            dz = ((self.origin[2] + h * np.arange(c0, c1) - c[2]) ** 2).astype(np.float32)
+            d = dx[:, None, None] + dy[None, :, None]
+            d = d + dz[None, None, :]
+            np.sqrt(d, out=d)
+            d -= offset[k]
+            block = grid[a0:a1, b0:b1, c0:c1]
+            np.minimum(block, d, out=block)
 
     @property
     def values(self) -> np.ndarray:
@@ -93,8 +143,9 @@ class DistanceField:
         return self._flat.take(flat_index)
 
     # ----------------------------------------------------------------------------- patches
-    def patch(self, obstacle: Obstacle) -> Patch | None:
-        """This obstacle's contribution, or None when it lies out of reach of the grid."""
+    def patch(self, obstacle: Obstacle) -> Patch | SpherePatch | None:
+        """This obstacle's contribution, or None when it lies out of reach of the grid (a
+        sphere's is its centre and radius, drawn on ``rebuild``)."""
         kind = obstacle.kind
         if kind is ObstacleKind.POINT_CLOUD:
             return self.points_patch(obstacle.points, obstacle.point_radius)  # type: ignore[arg-type]
@@ -110,8 +161,10 @@ class DistanceField:
             )
         if kind is ObstacleKind.SPHERE:
             c, r = pose[:3, 3], float(dims[0])  # type: ignore[index]
-            corners = np.stack((c - r, c + r))
-            return self._exact_patch(corners, lambda p: np.linalg.norm(p - c, axis=-1) - r)
+            if self._block(np.stack((c - r, c + r))) is None:
+                return None
+            x, y, z = c.tolist()
+            return SpherePatch((x, y, z), r)
         if kind is ObstacleKind.CYLINDER:
             r, length = float(dims[0]), float(dims[1])  # type: ignore[index]
             corners = _box_corners(pose, np.array([r, r, 0.5 * length]))  # type: ignore[arg-type]

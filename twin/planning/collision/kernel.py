@@ -44,6 +44,9 @@ _BLOCK_MNK = 400_000
 _CHUNK = 1024
 #: Up to this many configurations, the rotations take fewer (slower per element) numpy calls.
 _SMALL = 48
+#: Body-pair culling is kept when the body pairs hold at least this many sphere pairs each on
+#: average (a model of one sphere per body, as VAMP's UR5, would compute every gap twice).
+_PRUNE_RATIO = 2.0
 
 
 def matmul_cols(a: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -124,6 +127,11 @@ class SphereKernel:
                     col = 9 * (mm - 1) + 3 * i
                     m[3 * s + i, col : col + 3] += vec
         half_node = field.origin - 0.5 * h
+        ba, bb = c.body_pair_a, c.body_pair_b
+        self._prune = len(ba) > 0 and len(c.pair_a) >= _PRUNE_RATIO * len(ba)
+        if not self._prune:  # no body bounds needed
+            total = self.count
+            m, y0 = m[: 3 * total], y0[: 3 * total]
         self._m = m / h
         self._y0 = ((y0 - np.tile(half_node, total)) / h)[:, None]
         self._total = total
@@ -151,7 +159,6 @@ class SphereKernel:
         # Body pairs (their bounding spheres contain their spheres): a body pair whose bounds
         # keep ``margin`` apart needs none of its sphere pairs (larger batches only, where the
         # bookkeeping pays). Sphere pairs of body pair i: pair_a[start[i]:start[i + 1]].
-        ba, bb = c.body_pair_a, c.body_pair_b
         self._bpa, self._bpb = self.count + ba, self.count + bb
         self._bp_r = (c.bound_radius[ba] + c.bound_radius[bb])[:, None]
         self._bp_counts = np.diff(c.body_pair_start)
@@ -211,9 +218,9 @@ class SphereKernel:
 
     def grid_centers(self, q: np.ndarray) -> np.ndarray:
         """Centres (S + B, 3, N) in grid units of configurations q (N, n): the spheres (kernel
-        order), then the bounding sphere of every body."""
+        order), then the bounding sphere of every body (B = 0 without body-pair culling)."""
         rot = self.rotations(q)
-        u = self._m @ rot if len(q) <= _SMALL else matmul_cols(self._m, rot)
+        u = matmul_cols(self._m, rot)  # blocks even for small batches: no BLAS threads
         u += self._y0
         return u.reshape(self._total, 3, len(q))
 
@@ -247,7 +254,7 @@ class SphereKernel:
         if self._need_clip:
             np.clip(idx, 0, self._upper, out=idx)
         values = self.field.at_nodes(self._strides @ idx)
-        if len(q) > _SMALL and len(self._bpa):
+        if len(q) > _SMALL and self._prune:
             return self._evaluate_pruned(u, values, dq)
         # Clearances (E + P, N) m: spheres from the obstacles, then sphere pairs.
         gap = np.empty((e + len(self.pair_a), len(q)))

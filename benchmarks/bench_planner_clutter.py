@@ -1,0 +1,338 @@
+"""Planner benchmark on arms it was not tuned on, in sphere clutter; and what sphere obstacles cost.
+
+The problem (issue 19): an arm from the table ``ARMS`` (first the UR5 with VAMP's own 40-sphere
+collision model, ``assets/arms/ur5_spherized/``), VAMP's 14-sphere cage (``CAGE``) seeded around
+its shoulder (joint 1's anchor origin), and queries whose start and goal are free (in the planner's model and
+in PyBullet's exact check) but whose straight segment is blocked. Every query is planned twice
+(the second plan must equal the first: the replay guarantee) and every returned path is re-checked
+densely with PyBullet's exact geometry (``planner_exact.verify_path``, 1 mm / 0.01 rad). The
+UR5 runs with ``motion_margin=0.002``, as in the issue: without SRDF disabled pairs two of its
+spheres sit 2.5 mm apart in every pose, so the default 1 cm margin blocks every configuration.
+
+Anchors (from the issue, measured there, not re-run here: VAMP's ``vamp-planner`` does not
+build on this machine): VAMP (RRT-Connect plus its simplifier, SIMD C++) median 1.6 ms, p95
+8.6 ms, 300 of 300 solved; this planner before the work of issue 19: median 200 ms, p95 3.7 s,
+24 of 300 failed. Targets: 100 % success, 0 invalid paths, median <= 16 ms, p95 <= 86 ms.
+
+Profile on this problem (cProfile, 8 queries at 300 iterations, shared two-core machine): before,
+43 % of the planning time was the small-batch centre product ``M @ R`` in
+``kernel.grid_centers`` (a (240, 54) x (54, <= 48) product above OpenBLAS's threading threshold:
+threads on a loaded machine), then the sphere-pair gaps, computed twice because every VAMP
+sphere is its own URDF body (body-pair culling gathered 236 body bounds and then the same 236
+pairs), then RRT-Connect's connect, which checked every ``2 margin / D`` step (4 mm of motion
+at ``motion_margin=0.002``) of its segments. Now: the product always runs in column blocks
+(no threads), body-pair culling is off when bodies hold about one sphere pair each, and
+``free_prefixes`` takes the certified two-round scheme of ``segments_free`` with early exit
+(about 2.4x less time per check and a fifth fewer checks). The search itself (free space in the
+cage is split by the self-collision pairs: about half of all random UR5 configurations collide
+with itself) still needs thousands of iterations on some queries: that is the remaining gap.
+
+Sphere obstacles' cost: ``set_obstacles`` time and the memory it allocates (tracemalloc peak and
+what stays allocated) against the number of sphere obstacles. Before, a sphere cost about 1 ms
+and 75 KB: each obstacle stored its own float32 patch of the distance field, a block of
+``((2 (r + band)) / h)^3`` nodes (about 30^3 nodes for a 5 cm sphere with the 10.7 cm band at
+1 cm), and the field was rebuilt from those stored patches. Now spheres are kept as their centre
+and radius (32 bytes) and drawn straight into the field (``field.DistanceField.rebuild``): the
+memory that stays is the grid itself plus bytes per sphere, and the time is one bounded block
+per sphere, computed in batches.
+
+    python -m twin.benchmarks.bench_planner_clutter [--quick] [--seed 0] [--arm ur5_spherized]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from twin.benchmarks._report import emit_json, print_table
+from twin.benchmarks.planner_exact import ExactChecker, verify_path
+
+from twin.kinematics import ArmModel
+from twin.planning import InitialState, PathRequest, Planner, PlannerSettings
+from twin.planning.collision.scene_obstacles import obstacles_from_scene
+from twin.planning.types import Obstacle
+from twin.scenes import ItemKind, Scene, SceneItem
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets" / "arms"
+
+#: The issue's anchors (measured there): VAMP, and this planner before the work.
+VAMP = {"median_ms": 1.6, "p95_ms": 8.6, "solved": "300/300"}
+BEFORE = {"median_ms": 200.0, "p95_ms": 3700.0, "solved": "276/300"}
+TARGET = {"median_ms": 16.0, "p95_ms": 86.0}
+
+#: VAMP's sphere cage (``scripts/sphere_cage_example.py``: centres m relative to the Panda's base,
+#: whose shoulder is 0.333 m above it; radius 0.2 m), moved to the arm's shoulder and jittered by
+#: up to ``CAGE_JITTER`` m per axis (seeded), as VAMP's benchmark jitters it.
+CAGE = np.array(
+    [
+        [0.55, 0, 0.25],
+        [0.35, 0.35, 0.25],
+        [0, 0.55, 0.25],
+        [-0.55, 0, 0.25],
+        [-0.35, -0.35, 0.25],
+        [0, -0.55, 0.25],
+        [0.35, -0.35, 0.25],
+        [0.35, 0.35, 0.8],
+        [0, 0.55, 0.8],
+        [-0.35, 0.35, 0.8],
+        [-0.55, 0, 0.8],
+        [-0.35, -0.35, 0.8],
+        [0, -0.55, 0.8],
+        [0.35, -0.35, 0.8],
+    ]
+) - [0.0, 0.0, 0.333]
+CAGE_RADIUS = 0.2
+CAGE_JITTER = 0.01
+OBSTACLES = len(CAGE)
+QUERIES, QUICK_QUERIES = 100, 10
+SPHERE_COUNTS, QUICK_SPHERE_COUNTS = (10, 100, 1_000, 10_000), (10, 100, 1_000)
+#: The stored-patch anchor is measured up to this many spheres (10,000 of them need about 1 GB).
+STORED_ANCHOR_MAX = 1_000
+
+
+def load_ur5_spherized() -> tuple[ArmModel, PlannerSettings]:
+    """The UR5 with VAMP's sphere model; ``motion_margin=0.002`` (the module doc)."""
+    model = ArmModel.from_urdf(ASSETS / "ur5_spherized" / "ur5_spherized.urdf")
+    return model, PlannerSettings(cell_name="ur5_spherized", motion_margin=0.002)
+
+
+#: Arm name -> loader of (model, planner settings). The first entry is the default.
+ARMS: dict[str, Callable[[], tuple[ArmModel, PlannerSettings]]] = {
+    "ur5_spherized": load_ur5_spherized,
+}
+
+
+def _sphere_item(name: str, center: np.ndarray, radius: float) -> SceneItem:
+    pose = np.array([*center, 1.0, 0.0, 0.0, 0.0])
+    return SceneItem(name, ItemKind.SPHERE, pose, np.array([radius]))
+
+
+def clutter_scene(shoulder: np.ndarray, rng: np.random.Generator) -> Scene:
+    """The 14 spheres of ``CAGE`` around the shoulder (3,) m (base frame), jittered."""
+    centers = shoulder + CAGE + rng.uniform(-CAGE_JITTER, CAGE_JITTER, size=CAGE.shape)
+    items = tuple(_sphere_item(f"sphere_{i}", c, CAGE_RADIUS) for i, c in enumerate(centers))
+    return Scene("clutter", items)
+
+
+def make_queries(
+    planner: Planner, exact: ExactChecker, rng: np.random.Generator, count: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``count`` (start, goal) pairs (n,) rad: both free (model and exact), segment blocked."""
+    model, out = planner.model, []
+    while len(out) < count:
+        q = rng.uniform(model.lower, model.upper, size=(2, model.n_joints))
+        if not planner.configurations_free(q).all() or exact.colliding_many(q).any():
+            continue
+        if planner.checker.segment_free(q[0], q[1]):
+            continue
+        out.append((q[0], q[1]))
+    return out
+
+
+def _path(start: np.ndarray, result) -> np.ndarray:
+    return np.vstack([start, *[w.configuration for w in result.path()]])
+
+
+def run_queries(planner: Planner, exact: ExactChecker, queries) -> dict:
+    """Times every query, plans it again (must replay), then verifies the paths exactly."""
+    times, ok, checks, results = [], [], [], []
+    for start, goal in queries:
+        c0 = planner.checker.checked
+        t0 = time.perf_counter()
+        result = planner.path(InitialState(start), PathRequest([goal]))
+        times.append(time.perf_counter() - t0)
+        checks.append(planner.checker.checked - c0)
+        ok.append(bool(result))
+        results.append(result)
+    invalid = mismatches = 0
+    for (start, goal), result in zip(queries, results):
+        again = planner.path(InitialState(start), PathRequest([goal]))
+        if bool(again) != bool(result):
+            mismatches += 1
+        if result:
+            path = _path(start, result)
+            invalid += verify_path(exact, path, planner.checker.travel)
+            mismatches += bool(again) and not np.array_equal(_path(start, again), path)
+    return {
+        "times": np.array(times),
+        "ok": np.array(ok),
+        "checks": np.array(checks),
+        "invalid": invalid,
+        "mismatches": mismatches,
+    }
+
+
+def _sphere_obstacles(planner: Planner, count: int, rng: np.random.Generator) -> list[Obstacle]:
+    """``count`` spheres (radius 5 mm to 5 cm) 0.2 to 0.9 m from the shoulder."""
+    d = rng.normal(size=(count, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    centers = planner.checker.robot.origin_1() + d * rng.uniform(0.2, 0.9, size=(count, 1))
+    radii = rng.uniform(0.005, 0.05, size=count)
+    return [
+        Obstacle.from_sphere(f"s{i}", c, float(r)) for i, (c, r) in enumerate(zip(centers, radii))
+    ]
+
+
+def _measured(fn: Callable[[], object]) -> tuple[float, int, int, object]:
+    """(time s, tracemalloc peak bytes, bytes still allocated, result) of ``fn()``."""
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    t0 = time.perf_counter()
+    out = fn()
+    elapsed = time.perf_counter() - t0
+    kept, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return elapsed, peak - base, kept - base, out
+
+
+def _stored_patches(field, obstacles: list[Obstacle]) -> list:
+    """The anchor, in the same run: every sphere as a stored float32 patch of its exact signed
+    distance on its block of nodes (what ``field.patch`` returned before), then one rebuild."""
+    patches = []
+    for o in obstacles:
+        c, r = o.pose[:3, 3], float(o.dimensions[0])
+        corners = np.stack((c - r, c + r))
+        p = field._exact_patch(corners, lambda x, c=c, r=r: np.linalg.norm(x - c, axis=-1) - r)
+        if p is not None:
+            patches.append(p)
+    field.rebuild(patches)
+    return patches
+
+
+def sphere_obstacle_cost(planner: Planner, counts, rng: np.random.Generator) -> list[dict]:
+    """``set_obstacles`` time (s) and tracemalloc memory (bytes) of ``count`` sphere obstacles
+    from an empty planner, beside the stored patches of before (same obstacles, same field)."""
+    out = []
+    for count in counts:
+        obstacles = _sphere_obstacles(planner, count, rng)
+        planner.clear_obstacles()
+        t, peak, kept, _ = _measured(lambda o=obstacles: planner.set_obstacles(o))
+        planner.clear_obstacles()
+        row = {"count": count, "time_s": t, "peak_bytes": peak, "kept_bytes": kept}
+        if count <= STORED_ANCHOR_MAX:
+            t, peak, kept, patches = _measured(
+                lambda o=obstacles: _stored_patches(planner._field, o)
+            )
+            row.update(before_time_s=t, before_peak_bytes=peak, before_kept_bytes=kept)
+            del patches
+        out.append(row)
+    planner.clear_obstacles()
+    return out
+
+
+def _ms(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q) * 1e3) if len(x) else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a run of a few seconds")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--arm", choices=list(ARMS), default=next(iter(ARMS)))
+    args = parser.parse_args()
+
+    model, settings = ARMS[args.arm]()
+    t0 = time.perf_counter()
+    planner = Planner(settings, model=model)
+    construct_s = time.perf_counter() - t0
+    rng = np.random.default_rng([args.seed, 19])
+    scene = clutter_scene(planner.checker.robot.origin_1(), rng)
+    planner.set_obstacles(obstacles_from_scene(scene))
+    with ExactChecker(model.urdf_path, scene) as exact:
+        queries = make_queries(planner, exact, rng, QUICK_QUERIES if args.quick else QUERIES)
+        r = run_queries(planner, exact, queries)
+    times, n = r["times"], len(queries)
+    solved = int(r["ok"].sum())
+    med, p95, p99 = _ms(times, 50), _ms(times, 95), _ms(times, 99)
+    print_table(
+        f"{args.arm}: {OBSTACLES} sphere obstacles around the shoulder, {n} blocked-segment "
+        f"queries, motion_margin={settings.motion_margin} m (planner built in {construct_s:.2f} s)",
+        ["planner", "solved", "invalid paths", "median ms", "p95 ms", "p99 ms", "checks/query"],
+        [
+            [
+                "twin (this run)",
+                f"{solved}/{n}",
+                r["invalid"],
+                med,
+                p95,
+                p99,
+                float(np.median(r["checks"])),
+            ],
+            [
+                "twin before (issue)",
+                BEFORE["solved"],
+                "-",
+                BEFORE["median_ms"],
+                BEFORE["p95_ms"],
+                "-",
+                28000,
+            ],
+            ["VAMP (issue)", VAMP["solved"], "0", VAMP["median_ms"], VAMP["p95_ms"], "-", "-"],
+            ["target", f"{n}/{n}", 0, TARGET["median_ms"], TARGET["p95_ms"], "-", "-"],
+        ],
+    )
+    counts = QUICK_SPHERE_COUNTS if args.quick else SPHERE_COUNTS
+    cost = sphere_obstacle_cost(planner, counts, np.random.default_rng([args.seed, 7]))
+    print_table(
+        "set_obstacles with sphere obstacles (tracemalloc): now, and the stored patches of before "
+        "(same spheres, same run)",
+        [
+            "spheres",
+            "time ms",
+            "us/sphere",
+            "peak KB",
+            "kept B/sphere",
+            "before ms",
+            "before kept B/sphere",
+        ],
+        [
+            [
+                c["count"],
+                c["time_s"] * 1e3,
+                c["time_s"] * 1e6 / c["count"],
+                c["peak_bytes"] / 1024,
+                c["kept_bytes"] / c["count"],
+                c.get("before_time_s", float("nan")) * 1e3,
+                c.get("before_kept_bytes", float("nan")) / c["count"],
+            ]
+            for c in cost
+        ],
+    )
+    emit_json(
+        "bench_planner_clutter",
+        {
+            "arm": args.arm,
+            "queries": n,
+            "solved": solved,
+            "success": solved / n,
+            "invalid_paths": r["invalid"],
+            "replay_mismatches": r["mismatches"],
+            "median_ms": med,
+            "p95_ms": p95,
+            "p99_ms": p99,
+            "median_checks": float(np.median(r["checks"])),
+            "median_over_vamp": med / VAMP["median_ms"],
+            "p95_over_vamp": p95 / VAMP["p95_ms"],
+            "median_over_before": med / BEFORE["median_ms"],
+            "p95_over_before": p95 / BEFORE["p95_ms"],
+            "sphere_obstacles": {
+                str(c["count"]): {
+                    "time_ms": c["time_s"] * 1e3,
+                    "kept_bytes_per_sphere": c["kept_bytes"] / c["count"],
+                    "peak_kb": c["peak_bytes"] / 1024,
+                    "before_time_ms": c.get("before_time_s", float("nan")) * 1e3,
+                    "before_kept_bytes_per_sphere": c.get("before_kept_bytes", float("nan"))
+                    / c["count"],
+                }
+                for c in cost
+            },
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Planning in sphere clutter: sphere obstacles drawn into the distance field (a lower bound, bytes
+per sphere), the certified free prefixes of RRT-Connect's connect step, paths re-verified with
+PyBullet's exact geometry, replay."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from twin.benchmarks.bench_planner_clutter import clutter_scene, make_queries
+from twin.benchmarks.planner_exact import ExactChecker, verify_path
+
+from twin.planning import InitialState, Obstacle, PathRequest, Planner, PlannerSettings
+from twin.planning.collision.field import DistanceField
+from twin.planning.collision.scene_obstacles import obstacles_from_scene
+
+
+@pytest.fixture(scope="module")
+def planner() -> Planner:
+    return Planner(PlannerSettings(seed=0))
+
+
+def _field() -> DistanceField:
+    return DistanceField(np.array([-0.3, -0.3, -0.3]), np.array([0.3, 0.3, 0.3]), 0.01, 0.1)
+
+
+def test_sphere_field_is_a_tight_lower_bound_of_the_signed_distance():
+    field = _field()
+    spheres = [(np.array([0.05, -0.02, 0.01]), 0.07), (np.array([-0.12, 0.1, 0.0]), 0.03)]
+    field.rebuild(
+        [field.patch(Obstacle.from_sphere(f"s{i}", c, r)) for i, (c, r) in enumerate(spheres)]
+    )
+    axes = [field.origin[i] + field.h * np.arange(field.shape[i]) for i in range(3)]
+    nodes = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1)
+    exact = np.min([np.linalg.norm(nodes - c, axis=-1) - r for c, r in spheres], axis=0)
+    exact = np.minimum(exact, field.band)
+    inner = (slice(1, -1),) * 3  # the outer layer holds -inf
+    values, exact = field.values[inner], exact[inner]
+    near = exact < field.band - 1e-6  # elsewhere the value is the band (in float32)
+    assert near.sum() > 1000
+    assert np.all(values[near] <= exact[near])
+    assert np.max(exact[near] - values[near]) < 5e-5
+    assert np.allclose(values[~near], field.band, rtol=0, atol=2e-5)
+    assert np.all(np.isneginf(field.values[0]))
+
+
+@given(
+    st.tuples(*[st.floats(-0.25, 0.25)] * 3),
+    st.floats(0.001, 0.2),
+    st.tuples(*[st.floats(-0.3, 0.3)] * 3),
+)
+def test_sphere_clearance_never_exceeds_the_true_distance(center, radius, point):
+    field = _field()
+    c, p = np.array(center), np.array(point)
+    field.rebuild([field.patch(Obstacle.from_sphere("s", c, radius))])
+    true = np.linalg.norm(p - c) - radius
+    assert field.clearance(p[None])[0] <= true + 1e-12
+
+
+def test_a_sphere_obstacle_keeps_bytes_not_a_field_patch(planner: Planner):
+    rng = np.random.default_rng(3)
+    obstacles = [
+        Obstacle.from_sphere(f"s{i}", rng.uniform(-0.4, 0.4, 3) + [0, 0, 0.3], 0.04)
+        for i in range(200)
+    ]
+    planner.clear_obstacles()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    planner.set_obstacles(obstacles)
+    kept = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    planner.clear_obstacles()
+    # A stored float32 patch of a 4 cm sphere's block would be (2 (0.04 + band) / h)^3 * 4 B.
+    band = planner._field.band
+    patch_bytes = 4 * (2 * (0.04 + band) / planner.settings.grid_resolution) ** 3
+    assert kept / len(obstacles) < 1000 < patch_bytes
+
+
+def test_sphere_obstacle_blocks_exactly_what_it_reaches(planner: Planner):
+    q = np.array(planner.model.home_q, dtype=float)
+    centers = planner.checker._kernel.centers(q[None])[0]
+    planner.set_obstacles([Obstacle.from_sphere("ball", centers[0], 0.01)])
+    assert not planner.configurations_free(q[None])[0]
+    far = centers[0] + np.array([0.0, 0.0, 5.0])
+    planner.set_obstacles([Obstacle.from_sphere("ball", far, 0.01)])
+    assert planner.configurations_free(q[None])[0]
+    planner.clear_obstacles()
+
+
+def _clutter(planner: Planner, seed: int):
+    rng = np.random.default_rng([seed, 19])
+    scene = clutter_scene(planner.checker.robot.origin_1(), rng)
+    planner.set_obstacles(obstacles_from_scene(scene))
+    return scene, rng
+
+
+def test_free_prefix_ends_on_a_free_sample_and_covers_a_free_segment(planner: Planner):
+    _clutter(planner, 1)
+    chk = planner.checker
+    rng = np.random.default_rng(11)
+    qa = rng.uniform(chk.lower, chk.upper, size=(400, 6))
+    qa = qa[chk.free(qa)][:60]
+    qb = rng.uniform(chk.lower, chk.upper, size=(len(qa), 6))
+    frac = chk.free_prefixes(qa, qb)
+    assert np.all((frac >= 0) & (frac <= 1))
+    ends = qa + frac[:, None] * (qb - qa)
+    moved = frac > 0
+    assert moved.any() and (frac < 1).any()
+    assert chk.segments_free(qa[moved], ends[moved]).all()
+    full = chk.segments_free(qa, qb)
+    assert np.all(frac[full] == 1.0)
+    assert np.all(frac[~full] < 1.0)
+    assert np.array_equal(frac, chk.free_prefixes(qa, qb))
+    planner.clear_obstacles()
+
+
+def test_clutter_paths_are_valid_exactly_and_replay(planner: Planner):
+    scene, rng = _clutter(planner, 2)
+    with ExactChecker(planner.model.urdf_path, scene) as exact:
+        queries = make_queries(planner, exact, rng, 4)
+        for start, goal in queries:
+            first = planner.path(InitialState(start), PathRequest([goal]))
+            again = planner.path(InitialState(start), PathRequest([goal]))
+            assert first, first.error
+            path = np.vstack([start, *[w.configuration for w in first.path()]])
+            assert np.array_equal(path[-1], goal)
+            assert not verify_path(exact, path, planner.checker.travel)
+            assert np.array_equal(
+                path, np.vstack([start, *[w.configuration for w in again.path()]])
+            )
+    planner.clear_obstacles()
