@@ -17,7 +17,9 @@ Figures: env, robot and anchor steps/s (random actions drawn alike for all three
 for the env), the cost ratio env / anchor (target <= 1.5) from CPU time per step (this process's
 ``time.process_time``: what a step costs whatever else the shared machine runs) and from wall
 time, vector env steps/s (all workers) over one env (async at 2 workers: target >= 1.7 on 2
-cores). Every rate is a median over rounds that alternate what is compared (a vector env and one
+cores), and the CPU time per env step of one env, of the vector env's main process and of its
+workers (``/proc``; sync has none): the workers' overhead is theirs minus one env's. Every rate
+is a median over rounds that alternate what is compared (a vector env and one
 env alternate too), with the 1-minute load average beside the vector figures.
 
     python -m twin.benchmarks.bench_env [--quick] [--seed N]
@@ -205,6 +207,15 @@ class VectorLoop:
     def step(self) -> None:
         self.envs.step(self.rng.uniform(-1.0, 1.0, (self.n, 6)).astype(np.float32))
 
+    def worker_cpu_s(self) -> float:
+        """CPU time (s) the async workers have used so far (0 for sync: no workers)."""
+        ticks = 0
+        for process in getattr(self.envs, "processes", ()):
+            with open(f"/proc/{process.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         self.envs.close()
 
@@ -267,10 +278,16 @@ def vector_rows(args, rounds: int, steps: int, vec_steps: int, figures: dict) ->
                 vector = VectorLoop("twin/Reach-v0", n, mode, args.seed)
                 timed(single.step, 3)
                 load = os.getloadavg()[0]
-                one, many = [], []
+                one, many, one_cpu, main_cpu, worker_cpu = [], [], [], [], []
                 for _ in range(rounds):
-                    one.append(timed(single.step, steps)[0])
-                    many.append(n * timed(vector.step, vec_steps)[0])
+                    wall, cpu = timed(single.step, steps)
+                    one.append(wall)
+                    one_cpu.append(1.0 / cpu)
+                    w0 = vector.worker_cpu_s()
+                    wall, cpu = timed(vector.step, vec_steps)
+                    many.append(n * wall)
+                    main_cpu.append(1.0 / cpu / n)
+                    worker_cpu.append((vector.worker_cpu_s() - w0) / (n * vec_steps))
             finally:
                 single.close()
                 if vector is not None:
@@ -279,7 +296,12 @@ def vector_rows(args, rounds: int, steps: int, vec_steps: int, figures: dict) ->
             figures[f"{mode}_{n}_steps_per_s"] = round(r, 1)
             figures[f"{mode}_{n}_over_one_env"] = round(r / s, 3)
             figures[f"{mode}_{n}_load_average_1min"] = round(load, 2)
-            rows.append((mode, n, f"{r:.1f}", f"{s:.1f}", f"{r / s:.2f}", f"{load:.1f}"))
+            cpu_ms = [1e3 * float(np.median(x)) for x in (one_cpu, main_cpu, worker_cpu)]
+            figures[f"{mode}_{n}_cpu_ms_per_step_one_main_workers"] = [round(c, 3) for c in cpu_ms]
+            rows.append(
+                (mode, n, f"{r:.1f}", f"{s:.1f}", f"{r / s:.2f}", f"{load:.1f}")
+                + tuple(f"{c:.2f}" for c in cpu_ms)
+            )
     return rows
 
 
@@ -310,7 +332,17 @@ def main() -> None:
     print_table(
         f"twin/Reach-v0 vector envs against one env in alternating rounds (median of "
         f"{vec_rounds} rounds of {vec_steps} vector steps; all workers' steps/s)",
-        ("mode", "workers", "steps/s", "one env steps/s", "x one env", "load (1 min)"),
+        (
+            "mode",
+            "workers",
+            "steps/s",
+            "one env steps/s",
+            "x one env",
+            "load (1 min)",
+            "CPU ms/step: one env",
+            "main",
+            "workers",
+        ),
         vec,
     )
     figures["cpu_count"] = os.cpu_count()
