@@ -9,10 +9,18 @@ joints, the PD law in numpy (the env's gains, clamped to the effort limits) and
 reset (``resetJointState``) every 100 steps as the env's time limit. Press's anchor also has the
 table top the tool presses on (a static box from the ``table`` scene).
 
-Figures: env steps/s (random actions, ``gymnasium.make``), anchor steps/s, their cost ratio
-(env time per step / anchor time per step; target <= 1.5), vector env steps/s (all workers) and
-async at 2 workers over one env (target >= 1.7 on 2 cores). Rates are medians over alternating
-rounds; the machine is shared, so the load average is printed with them.
+Also in the same rounds: the env's robot alone (``open_robot("sim")`` with the env's sim
+options, one PD command and the policy period's 8 control steps per env step), which splits the
+env's cost into the sim layer's (robot / bare) and the env's own (env / robot).
+
+Figures: env, robot and anchor steps/s (random actions drawn alike for all three, ``gymnasium.make``
+for the env), the cost ratio env / anchor (target <= 1.5) from CPU time per step (this process's
+``time.process_time``: what a step costs whatever else the shared machine runs) and from wall
+time, vector env steps/s (all workers) over one env (async at 2 workers: target >= 1.7 on 2
+cores), and the CPU time per env step of one env, of the vector env's main process and of its
+workers (``/proc``; sync has none): the workers' overhead is theirs minus one env's. Every rate
+is a median over rounds that alternate what is compared (a vector env and one
+env alternate too), with the 1-minute load average beside the vector figures.
 
     python -m twin.benchmarks.bench_env [--quick] [--seed N]
 """
@@ -28,9 +36,11 @@ import pybullet as pb
 from twin.benchmarks._report import emit_json, parse_args, print_table
 
 import twin  # noqa: F401  (registers the environment ids)
+from twin.backends import open_robot
 from twin.env.core import ACTION_SCALE_RAD, POLICY_RATE_HZ
 from twin.env.tasks import DEFAULT_GAINS, START_Q
 from twin.kinematics import ArmModel
+from twin.robot import JointCommand
 from twin.scenes import load_scene
 
 PHYSICS_DT_S = 1e-3
@@ -65,6 +75,10 @@ class BareLoop:
         infos = [pb.getJointInfo(self.body, j, physicsClientId=cid) for j in self.joints]
         for j, info in zip(self.joints, infos):
             pb.changeDynamics(self.body, j, jointDamping=info[6], physicsClientId=cid)
+        for link in range(-1, len(names)):  # as the engine: no default link damping
+            pb.changeDynamics(
+                self.body, link, linearDamping=0.0, angularDamping=0.0, physicsClientId=cid
+            )
         pb.setJointMotorControlArray(
             self.body,
             self.joints,
@@ -120,15 +134,19 @@ class BareLoop:
 
 
 class EnvLoop:
-    """One environment from ``gymnasium.make``, random actions, reset at the end of episodes."""
+    """One environment from ``gymnasium.make``, random actions, reset at the end of episodes.
+
+    The actions are drawn as the anchor draws them (``rng.uniform``, float32), not by
+    ``action_space.sample()``: the user's sampler is not the environment's cost."""
 
     def __init__(self, env_id: str, seed: int) -> None:
         self.env = gym.make(env_id)
         self.env.reset(seed=seed)
-        self.env.action_space.seed(seed)
+        self.rng = np.random.default_rng(seed)
 
     def step(self) -> None:
-        _, _, terminated, truncated, _ = self.env.step(self.env.action_space.sample())
+        action = self.rng.uniform(-1.0, 1.0, 6).astype(np.float32)
+        _, _, terminated, truncated, _ = self.env.step(action)
         if terminated or truncated:
             self.env.reset()
 
@@ -136,71 +154,197 @@ class EnvLoop:
         self.env.close()
 
 
-def timed(loop, steps: int) -> float:
-    t0 = time.perf_counter()
+class RobotLoop:
+    """The environment's robot alone (``open_robot("sim")`` with the env's sim options): per env
+    step one PD command to ``q + ACTION_SCALE_RAD a`` and the policy period's control steps,
+    no task and no env (splits the env's cost into the robot's and its own)."""
+
+    def __init__(self, sim_options: dict, seed: int) -> None:
+        self.robot = open_robot("sim", sim_options=sim_options)
+        self.lower, self.upper = self.robot.model.lower, self.robot.model.upper
+        self.decimation = round(1.0 / (POLICY_RATE_HZ * self.robot.control_period_s))
+        self.rng = np.random.default_rng(seed)
+        self.n = 0
+        self.robot.reset(q=START_Q)
+
+    def step(self) -> None:
+        a = self.rng.uniform(-1.0, 1.0, 6)
+        q_des = np.clip(self.robot.read().q + ACTION_SCALE_RAD * a, self.lower, self.upper)
+        self.robot.write(JointCommand(q_des=q_des, kp=DEFAULT_GAINS.kp, kd=DEFAULT_GAINS.kd))
+        for _ in range(self.decimation):
+            self.robot.step()
+        self.n += 1
+        if self.n % EPISODE_STEPS == 0:
+            self.robot.reset(q=START_Q)
+
+    def close(self) -> None:
+        self.robot.close()
+
+
+def timed(step, steps: int) -> tuple[float, float]:
+    """(wall, CPU) rates of ``steps`` calls of ``step``: calls per second of wall time and per
+    second of this process's CPU time (the latter is what a call costs on a shared machine,
+    whatever else runs on it)."""
+    w0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
-        loop.step()
-    return steps / (time.perf_counter() - t0)
+        step()
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    return steps / wall, steps / max(cpu, 1e-9)
 
 
-def vector_rate(env_id: str, n: int, mode: str, steps: int, seed: int) -> float:
-    """Steps/s of all ``n`` workers together (random actions, autoreset)."""
-    envs = gym.make_vec(env_id, num_envs=n, vectorization_mode=mode)
-    try:
-        envs.reset(seed=seed)
-        envs.action_space.seed(seed)
+class VectorLoop:
+    """``n`` workers of ``gymnasium.make_vec`` (random actions, autoreset); ``step`` is one
+    vector step (``n`` env steps)."""
+
+    def __init__(self, env_id: str, n: int, mode: str, seed: int) -> None:
+        self.envs = gym.make_vec(env_id, num_envs=n, vectorization_mode=mode)
+        self.envs.reset(seed=seed)
+        self.rng = np.random.default_rng(seed)
+        self.n = n
         for _ in range(3):  # warm-up: worker start, first episodes
-            envs.step(envs.action_space.sample())
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            envs.step(envs.action_space.sample())
-        return n * steps / (time.perf_counter() - t0)
-    finally:
-        envs.close()
+            self.step()
+
+    def step(self) -> None:
+        self.envs.step(self.rng.uniform(-1.0, 1.0, (self.n, 6)).astype(np.float32))
+
+    def worker_cpu_s(self) -> float:
+        """CPU time (s) the async workers have used so far (0 for sync: no workers)."""
+        ticks = 0
+        for process in getattr(self.envs, "processes", ()):
+            with open(f"/proc/{process.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]:
+    """Env, its robot alone and the bare physics, in alternating rounds, per environment."""
+    model = ArmModel.default()
+    rows = []
+    for env_id, table, sim_options in (
+        ("twin/Reach-v0", False, {"sensors": False}),
+        ("twin/Press-v0", True, {"scene": "table"}),
+    ):
+        loops = {
+            "env": EnvLoop(env_id, args.seed),
+            "robot": RobotLoop(sim_options, args.seed),
+            "bare": BareLoop(model, table, args.seed),
+        }
+        rates: dict[str, list] = {k: [] for k in loops}
+        try:
+            for loop in loops.values():
+                timed(loop.step, 3)  # warm-up
+            for _ in range(rounds):
+                for k, loop in loops.items():
+                    rates[k].append(timed(loop.step, steps))
+        finally:
+            for loop in loops.values():
+                loop.close()
+        wall = {k: float(np.median([r[0] for r in v])) for k, v in rates.items()}
+        cpu = {k: float(np.median([r[1] for r in v])) for k, v in rates.items()}
+        name = env_id.split("/")[1].split("-")[0].lower()
+        figures[f"{name}_steps_per_s"] = round(wall["env"], 1)
+        figures[f"{name}_bare_physics_steps_per_s"] = round(wall["bare"], 1)
+        figures[f"{name}_robot_alone_steps_per_s"] = round(wall["robot"], 1)
+        figures[f"{name}_cost_over_physics"] = round(cpu["bare"] / cpu["env"], 3)
+        figures[f"{name}_cost_over_physics_wall"] = round(wall["bare"] / wall["env"], 3)
+        figures[f"{name}_robot_cost_over_physics"] = round(cpu["bare"] / cpu["robot"], 3)
+        figures[f"{name}_env_cost_over_robot"] = round(cpu["robot"] / cpu["env"], 3)
+        rows.append(
+            (
+                env_id,
+                f"{wall['env']:.1f}",
+                f"{wall['robot']:.1f}",
+                f"{wall['bare']:.1f}",
+                f"{cpu['bare'] / cpu['env']:.2f}",
+                f"{wall['bare'] / wall['env']:.2f}",
+                f"{cpu['bare'] / cpu['robot']:.2f}",
+                f"{cpu['robot'] / cpu['env']:.2f}",
+            )
+        )
+    return rows
+
+
+def vector_rows(args, rounds: int, steps: int, vec_steps: int, figures: dict) -> list[tuple]:
+    """Each vector configuration against one env, alternating rounds in the same run."""
+    rows = []
+    for mode in ("sync", "async"):
+        for n in (1, 2, 4):
+            single, vector = EnvLoop("twin/Reach-v0", args.seed), None
+            try:
+                vector = VectorLoop("twin/Reach-v0", n, mode, args.seed)
+                timed(single.step, 3)
+                load = os.getloadavg()[0]
+                one, many, one_cpu, main_cpu, worker_cpu = [], [], [], [], []
+                for _ in range(rounds):
+                    wall, cpu = timed(single.step, steps)
+                    one.append(wall)
+                    one_cpu.append(1.0 / cpu)
+                    w0 = vector.worker_cpu_s()
+                    wall, cpu = timed(vector.step, vec_steps)
+                    many.append(n * wall)
+                    main_cpu.append(1.0 / cpu / n)
+                    worker_cpu.append((vector.worker_cpu_s() - w0) / (n * vec_steps))
+            finally:
+                single.close()
+                if vector is not None:
+                    vector.close()
+            r, s = float(np.median(many)), float(np.median(one))
+            figures[f"{mode}_{n}_steps_per_s"] = round(r, 1)
+            figures[f"{mode}_{n}_over_one_env"] = round(r / s, 3)
+            figures[f"{mode}_{n}_load_average_1min"] = round(load, 2)
+            cpu_ms = [1e3 * float(np.median(x)) for x in (one_cpu, main_cpu, worker_cpu)]
+            figures[f"{mode}_{n}_cpu_ms_per_step_one_main_workers"] = [round(c, 3) for c in cpu_ms]
+            rows.append(
+                (mode, n, f"{r:.1f}", f"{s:.1f}", f"{r / s:.2f}", f"{load:.1f}")
+                + tuple(f"{c:.2f}" for c in cpu_ms)
+            )
+    return rows
 
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     rounds, steps = (2, 20) if args.quick else (5, 100)
-    vec_steps = 15 if args.quick else 100
+    vec_rounds, vec_steps = (2, 10) if args.quick else (4, 40)
     load_before = os.getloadavg()
-    model = ArmModel.default()
-    rows, figures = [], {}
-    for env_id, table in (("twin/Reach-v0", False), ("twin/Press-v0", True)):
-        env, bare = EnvLoop(env_id, args.seed), BareLoop(model, table, args.seed)
-        try:
-            timed(env, 3), timed(bare, 3)  # warm-up
-            env_rates, bare_rates = [], []
-            for _ in range(rounds):
-                env_rates.append(timed(env, steps))
-                bare_rates.append(timed(bare, steps))
-        finally:
-            env.close()
-            bare.close()
-        e, b = float(np.median(env_rates)), float(np.median(bare_rates))
-        name = env_id.split("/")[1].split("-")[0].lower()
-        figures[f"{name}_steps_per_s"] = round(e, 1)
-        figures[f"{name}_bare_physics_steps_per_s"] = round(b, 1)
-        figures[f"{name}_cost_over_physics"] = round(b / e, 3)
-        rows.append((env_id, f"{e:.1f}", f"{b:.1f}", f"{b / e:.2f}", "<= 1.5"))
+    figures: dict = {}
+    rows = single_env_rows(args, rounds, steps, figures)
     print_table(
-        f"One environment vs the bare physics it runs (median of {rounds} rounds of {steps} steps)",
-        ("env", "env steps/s", "bare physics steps/s", "cost ratio", "target"),
+        f"One environment, its robot alone and the bare physics they run (median of {rounds} "
+        f"alternating rounds of {steps} steps; cost ratios from CPU time, and from wall time)",
+        (
+            "env",
+            "env steps/s",
+            "robot steps/s",
+            "bare steps/s",
+            "env/bare cost (CPU)",
+            "(wall)",
+            "robot/bare (CPU)",
+            "env/robot (CPU)",
+        ),
         rows,
     )
-    single = figures["reach_steps_per_s"]
-    vec_rows = []
-    for mode in ("sync", "async"):
-        for n in (1, 2, 4):
-            r = vector_rate("twin/Reach-v0", n, mode, vec_steps, args.seed)
-            figures[f"{mode}_{n}_steps_per_s"] = round(r, 1)
-            vec_rows.append((mode, n, f"{r:.1f}", f"{r / single:.2f}"))
+    print("target: env/bare cost <= 1.5")
+    vec = vector_rows(args, vec_rounds, vec_steps // 2, vec_steps, figures)
     print_table(
-        f"twin/Reach-v0 vector envs ({vec_steps} vector steps; all workers' steps/s)",
-        ("mode", "workers", "steps/s", "x one env"),
-        vec_rows,
+        f"twin/Reach-v0 vector envs against one env in alternating rounds (median of "
+        f"{vec_rounds} rounds of {vec_steps} vector steps; all workers' steps/s)",
+        (
+            "mode",
+            "workers",
+            "steps/s",
+            "one env steps/s",
+            "x one env",
+            "load (1 min)",
+            "CPU ms/step: one env",
+            "main",
+            "workers",
+        ),
+        vec,
     )
-    figures["async_2_over_one_env"] = round(figures["async_2_steps_per_s"] / single, 3)
     figures["cpu_count"] = os.cpu_count()
     figures["load_average_1min_before_after"] = [
         round(load_before[0], 2),

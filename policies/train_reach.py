@@ -71,6 +71,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--init-log-std", type=float, default=-1.5)
     ap.add_argument("--ent-coef", default="auto", help="SAC ent_coef ('auto', 'auto_0.01', 0.01)")
     ap.add_argument("--learning-starts", type=int, default=None)
+    ap.add_argument(
+        "--anchor-weight",
+        type=float,
+        default=0.0,
+        help="with --init-from: weight of the pull toward the initial actor (anchor_actor)",
+    )
+    ap.add_argument(
+        "--actor-lr-scale",
+        type=float,
+        default=1.0,
+        help="actor learning rate = this x the critics' (fine-tuning: well below 1)",
+    )
     return ap.parse_args(argv)
 
 
@@ -89,6 +101,56 @@ def make_vec_env(
     if physics_dt is not None:
         kwargs["robot_options"] = {"physics_dt": physics_dt, "control_period_s": physics_dt}
     return Sb3VectorEnv(make_gym_vector(ENV_ID, n_envs, seed, mode, **kwargs))
+
+
+def sac_class(actor_lr_scale: float = 1.0):
+    """SB3's ``SAC``, or (``actor_lr_scale != 1``) a subclass whose actor learns at
+    ``actor_lr_scale`` times the critics' rate (SB3 has one rate for both): a fine-tuned actor
+    then moves slowly while its fresh critics are still inaccurate."""
+    from stable_baselines3 import SAC
+
+    if not actor_lr_scale > 0.0:
+        raise ValueError(f"--actor-lr-scale must be > 0, got {actor_lr_scale}")
+    if actor_lr_scale == 1.0:
+        return SAC
+
+    class FineTuneSAC(SAC):
+        def _update_learning_rate(self, optimizers) -> None:
+            super()._update_learning_rate(optimizers)
+            for group in self.actor.optimizer.param_groups:
+                group["lr"] *= actor_lr_scale
+
+    return FineTuneSAC
+
+
+def anchor_actor(model, weight: float, batch_size: int) -> None:
+    """Keep a fine-tuned actor near the one it started from: every actor update adds the
+    gradient of ``weight * |mu(s) - mu_0(s)|^2`` (pre-tanh action means, summed over the 6
+    joints, averaged over a replay batch of ``batch_size``) to SAC's own actor loss, ``mu_0``
+    a frozen copy of the actor as it is now (a behaviour-cloning anchor, as in TD3+BC: without
+    it the critics' early errors walk the actor away from a precise policy)."""
+    import copy
+
+    import torch
+
+    if not weight > 0.0:
+        return
+    reference = copy.deepcopy(model.actor)
+    for p in reference.parameters():
+        p.requires_grad_(False)
+    optimizer = model.actor.optimizer
+    step = optimizer.step
+
+    def anchored_step(closure=None):
+        if any(p.requires_grad for p in model.actor.parameters()):
+            obs = model.replay_buffer.sample(batch_size).observations
+            mean = model.actor.get_action_dist_params(obs)[0]
+            with torch.no_grad():
+                target = reference.get_action_dist_params(obs)[0]
+            (weight * ((mean - target) ** 2).sum(dim=-1).mean()).backward()
+        return step(closure)
+
+    optimizer.step = anchored_step
 
 
 class FreezeActor:
@@ -124,10 +186,10 @@ def export(model, out: pathlib.Path, info: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
-    from stable_baselines3 import SAC
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
 
     torch.set_num_threads(args.threads)
+    SAC = sac_class(args.actor_lr_scale)
     ckpt = args.out.with_suffix(".zip")
     if args.export_only is not None:
         model = SAC.load(args.export_only, device="cpu")
@@ -158,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         from twin.policies.export import load_mlp_into_sb3_sac, mlp_from_onnx
 
         load_mlp_into_sb3_sac(model, mlp_from_onnx(args.init_from), args.init_log_std)
+        anchor_actor(model, args.anchor_weight, sac_kwargs["batch_size"])
         callbacks.append(FreezeActor(args.freeze_actor_steps))
     every = max(1, args.checkpoint_every // args.n_envs)
     callbacks.append(CheckpointCallback(every, str(ckpt.parent / (ckpt.stem + "_ckpt")), ckpt.stem))
@@ -184,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         "randomize": args.randomize,
         "init_from": None if args.init_from is None else str(args.init_from),
         "freeze_actor_steps": args.freeze_actor_steps if args.init_from is not None else 0,
+        "actor_lr_scale": args.actor_lr_scale,
+        "anchor_weight": args.anchor_weight if args.init_from is not None else 0.0,
         "vector": args.vector,
         "torch": torch.__version__,
     }

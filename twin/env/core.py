@@ -99,6 +99,28 @@ def tcp_pose7(model: Any, q: np.ndarray) -> np.ndarray:
     return batch.pose7_from_matrices(np.asarray(model.fk(q, link="tcp")))
 
 
+class TcpKinematics:
+    """TCP pose (7,) [px, py, pz, qw, qx, qy, qz] world and geometric Jacobian (6, n) [v; w]
+    (base frame) of a configuration ``q`` (n,) rad, from one evaluation of the TCP chain
+    (``model.fk_jacobian``), kept for the last ``q``: a step's observation, model terms, reward
+    and success check all ask about the same state. The arrays returned are read-only."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._key: bytes | None = None
+        self._value: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __call__(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        q = np.asarray(q, dtype=float)
+        key = q.tobytes()
+        if key != self._key:
+            matrix, jacobian = self.model.fk_jacobian(q, link="tcp")
+            pose = batch.pose7_from_matrices(matrix)
+            pose.flags.writeable = jacobian.flags.writeable = False
+            self._key, self._value = key, (pose, jacobian)
+        return self._value
+
+
 class TwinEnv(gym.Env):
     """Base environment: one robot, one task, actions as PD joint-target deltas.
 
@@ -149,6 +171,7 @@ class TwinEnv(gym.Env):
                     f"{self.backend!r} backend's does not: use backend='sim' or render_mode=None"
                 )
             self.model = self.robot.model
+            self.kinematics = TcpKinematics(self.model)
             self.task = self._make_task(self.model)
         except Exception:
             self.close()
@@ -206,7 +229,7 @@ class TwinEnv(gym.Env):
 
     def _observe(self) -> np.ndarray:
         self._state = self._read()
-        self._tcp = tcp_pose7(self.model, self._state.q)
+        self._tcp = self.kinematics(self._state.q)[0]
         obs = self.task.observe(self._state, self._tcp)
         return np.clip(obs, self._low, self._high, out=obs)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from twin.env import features
-from twin.env.core import POLICY_RATE_HZ, TwinEnv, tcp_pose7
+from twin.env.core import POLICY_RATE_HZ, TwinEnv
 from twin.env.tasks import PressTask, ReachTask
 from twin.spatial import batch
 
@@ -28,10 +28,10 @@ class ReachEnv(TwinEnv):
 
     def _make_task(self, model: Any) -> ReachTask:
         def model_terms(q):
-            return model.jacobian(q, link="tcp"), features.gravity_offset(model, q, self.gains.kp)
+            return self.kinematics(q)[1], features.gravity_offset(model, q, self.gains.kp)
 
         return ReachTask(
-            fk=lambda q: tcp_pose7(model, q),
+            fk=lambda q: self.kinematics(q)[0],
             lower=model.lower,
             upper=model.upper,
             model_terms=model_terms if self.model_features else None,
@@ -64,7 +64,7 @@ class PressEnv(TwinEnv):
         top = next(item for item in scene.items if item.name == self.TABLE_ITEM)
         surface_z = float(top.pose[2] + top.dims[2] / 2.0)
         return PressTask(
-            fk=lambda q: tcp_pose7(model, q),
+            fk=lambda q: self.kinematics(q)[0],
             ik=lambda pose, q_ref: model.ik(batch.matrices_from_pose7(pose), q_ref),
             lower=model.lower,
             upper=model.upper,

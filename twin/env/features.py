@@ -11,6 +11,8 @@ World frame = robot base frame. Quaternions ``[w, x, y, z]``.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from twin.spatial import quaternion
@@ -81,6 +83,12 @@ def gravity_offset(arm, q: np.ndarray, kp: np.ndarray) -> np.ndarray:
     and the sums beyond each joint are reversed cumulative sums: one pass, no loop.
     """
     data = _chain_data(arm)
+    q = np.asarray(q, float)
+    if q.ndim == 1 and q.shape == (arm.n_joints,) and np.all(np.isfinite(q)):
+        # one configuration: the same lumped bodies through the generated inverse dynamics
+        # (``twin.dynamics``, at rest) on plain floats, a tenth of the array path's cost
+        zero = np.zeros(arm.n_joints)
+        return data.dynamics().tau(q, zero, zero, _GRAVITY) / np.asarray(kp, float)
     frames = arm.tree.rotations_translations(np.atleast_2d(q), data.names)
     r = np.stack([frames[name][0][0] for name in data.names])  # (J, 3, 3) base_R_link
     p = np.stack([frames[name][1][0] for name in data.names])  # (J, 3) base_p_link, m
@@ -123,8 +131,26 @@ class _ChainData:
         self.mass_beyond = np.cumsum(self.mass[::-1])[::-1]
         self.axis = np.array(axes)
         self.q_index = np.array(q_index)
+        self._arm, self._dynamics = arm, None
+
+    def dynamics(self):
+        """The generated rigid-body dynamics (``twin.dynamics.code.DynamicsCode``, Python floats)
+        of these lumped bodies alone (point masses at the centres of mass: gravity needs no
+        inertia), built on first use: its torques at rest are ``tau_hold``."""
+        if self._dynamics is None:
+            from twin.dynamics.code import DynamicsCode
+            from twin.dynamics.model import BodyInertial, RigidBodyModel
+
+            n = self._arm.n_joints
+            bodies = [BodyInertial(0.0, np.zeros(3), np.zeros((3, 3))) for _ in range(n)]
+            for k, i in enumerate(self.q_index):
+                bodies[i] = BodyInertial(float(self.mass[k]), self.com[k], np.zeros((3, 3)))
+            model = RigidBodyModel(self._arm, tuple(bodies))
+            self._dynamics = DynamicsCode(model, compiled=False)  # no numba load per process
+        return self._dynamics
 
 
+_GRAVITY = np.array([0.0, 0.0, -GRAVITY_M_S2])  # m/s^2, base frame
 _CHAIN_CACHE: dict[int, tuple[object, _ChainData]] = {}
 
 
@@ -201,9 +227,13 @@ def goal_bounds(with_force: bool) -> tuple[np.ndarray, np.ndarray]:
     return -high, high
 
 
+@functools.lru_cache(maxsize=16)
 def scales(terms: tuple[tuple[str, int, float], ...]) -> np.ndarray:
-    """The per-element scale vector of an observation layout, (n,)."""
-    return np.concatenate([np.full(size, scale) for _, size, scale in terms])
+    """The per-element scale vector of an observation layout, (n,) (read-only, built once per
+    layout)."""
+    out = np.concatenate([np.full(size, scale) for _, size, scale in terms])
+    out.flags.writeable = False
+    return out
 
 
 def sign_nonnegative(x: np.ndarray) -> np.ndarray:
@@ -221,11 +251,37 @@ def pose_error_tcp(
     ``tcp_Q_target = conj(world_Q_tcp) * world_Q_target``, TCP frame; its norm is
     ``2 sin(angle / 2)``, close to the angle in rad for small errors (no atan2 needed in ONNX).
     """
+    if np.ndim(tcp_quat) == 1 and np.ndim(target_quat) == 1:
+        return _pose_error_tcp_one(tcp_pos, tcp_quat, target_pos, target_quat)
     qc = np.asarray(tcp_quat, dtype=float) * np.array([1.0, -1.0, -1.0, -1.0])
     pos_error = quaternion.rotate(qc, np.asarray(target_pos, float) - np.asarray(tcp_pos, float))
     rel = _hamilton(qc, np.asarray(target_quat, dtype=float))
     rot_error = 2.0 * sign_nonnegative(rel[..., :1]) * rel[..., 1:]
     return pos_error, rot_error
+
+
+def _pose_error_tcp_one(tcp_pos, tcp_quat, target_pos, target_quat):
+    """``pose_error_tcp`` of one pose pair in plain floats (the same operations, in the same
+    order as the batched path, so the same values to rounding)."""
+    w, x, y, z = (float(c) for c in tcp_quat)
+    x, y, z = -x, -y, -z  # conj(world_Q_tcp)
+    px, py, pz = (float(b) - float(a) for a, b in zip(tcp_pos, target_pos))
+    # v + w t + u x t with t = 2 u x v (``quaternion.rotate``)
+    tx, ty, tz = 2.0 * (y * pz - z * py), 2.0 * (z * px - x * pz), 2.0 * (x * py - y * px)
+    pos = (
+        px + w * tx + (y * tz - z * ty),
+        py + w * ty + (z * tx - x * tz),
+        pz + w * tz + (x * ty - y * tx),
+    )
+    w2, x2, y2, z2 = (float(c) for c in target_quat)
+    rw = w * w2 - x * x2 - y * y2 - z * z2
+    k = 2.0 if rw >= 0.0 else -2.0  # 2 sign(w), sign_nonnegative's rule
+    rot = (
+        k * (w * x2 + x * w2 + y * z2 - z * y2),
+        k * (w * y2 - x * z2 + y * w2 + z * x2),
+        k * (w * z2 + x * y2 - y * x2 + z * w2),
+    )
+    return np.array(pos), np.array(rot)
 
 
 def _hamilton(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -254,16 +310,33 @@ def ik_step(
     """``IK_STEP_TERM`` (6,) rad: the DLS IK step from the TCP Jacobian (6, 6) [v; w] (base
     frame) and the errors of ``pose_error_tcp`` (TCP frame, rotated back to the world)."""
     w = _IK_WEIGHTS
-    world_r_tcp = quaternion.to_matrix(tcp_quat)
+    world_r_tcp = _matrix_one(tcp_quat) if np.ndim(tcp_quat) == 1 else None
+    if world_r_tcp is None:
+        world_r_tcp = quaternion.to_matrix(tcp_quat)
     e = np.concatenate((world_r_tcp @ pos_error_tcp, world_r_tcp @ rot_error_tcp))
-    jw = np.asarray(jacobian, float) * w[:, None]
+    jw = np.asarray(jacobian, float) * _IK_WEIGHTS_COLUMN
     a = jw @ jw.T + _IK_DAMPING_EYE
     # The graph's Newton-Schulz iterations have converged to a^-1 well within their count (the
     # damping bounds a's condition number), so one solve gives the same step, faster.
     return np.clip(jw.T @ np.linalg.solve(a, w * e), -IK_STEP_CLIP_RAD, IK_STEP_CLIP_RAD)
 
 
+def _matrix_one(q) -> np.ndarray:
+    """``quaternion.to_matrix`` of one unit quaternion (4,) in plain floats: (3, 3)."""
+    w, x, y, z = (float(c) for c in q)
+    xx, yy, zz, xy, xz, yz = x * x, y * y, z * z, x * y, x * z, y * z
+    wx, wy, wz = w * x, w * y, w * z
+    return np.array(
+        (
+            (1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy)),
+            (2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx)),
+            (2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy)),
+        )
+    )
+
+
 _IK_WEIGHTS = ik_weights()
+_IK_WEIGHTS_COLUMN = _IK_WEIGHTS[:, None]
 _IK_DAMPING_EYE = IK_DAMPING * np.eye(6)
 
 
@@ -284,18 +357,16 @@ def reach_observation(
     """
     tcp_pose = np.asarray(tcp_pose, dtype=float)
     target_pose = np.asarray(target_pose, dtype=float)
-    tcp_quat = tcp_pose[3:] * sign_nonnegative(tcp_pose[3])
-    target_quat = target_pose[3:] * sign_nonnegative(target_pose[3])
+    tcp_quat = tcp_pose[3:] if tcp_pose[3] >= 0.0 else -tcp_pose[3:]  # sign_nonnegative
+    target_quat = target_pose[3:] if target_pose[3] >= 0.0 else -target_pose[3:]
     pos_err, rot_err = pose_error_tcp(tcp_pose[:3], tcp_quat, target_pose[:3], target_quat)
-    raw = np.concatenate(
-        (q, qd, tcp_pose[:3], tcp_quat, target_pose[:3], target_quat, pos_err, rot_err)
-    )
+    parts = [q, qd, tcp_pose[:3], tcp_quat, target_pose[:3], target_quat, pos_err, rot_err]
     if model_terms is not None:
         jacobian, gravity = model_terms
-        step = ik_step(jacobian, tcp_quat, pos_err, rot_err)
-        raw = np.concatenate((raw, step, np.asarray(gravity, dtype=float)))
-    layout = reach_layout(model_terms is not None)
-    return (raw * scales(layout)).astype(np.float32)
+        parts += (ik_step(jacobian, tcp_quat, pos_err, rot_err), gravity)
+    raw = np.concatenate(parts)
+    raw *= scales(reach_layout(model_terms is not None))
+    return raw.astype(np.float32)
 
 
 def press_observation(

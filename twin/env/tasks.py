@@ -7,6 +7,7 @@ pose. The environment (``twin/env/core.py``) wires a task and a robot into the G
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,8 +60,23 @@ def pose_errors(achieved: np.ndarray, desired: np.ndarray) -> tuple[np.ndarray, 
     """Position errors (...,) m and rotation angles (...,) rad of poses (..., 7) (and more
     columns, ignored) [px, py, pz, qw, qx, qy, qz]: the batched ``pose_error``."""
     a, d = np.asarray(achieved, float), np.asarray(desired, float)
+    if a.ndim == 1 and d.ndim == 1:  # one pair (every env step): plain floats
+        return _pose_errors_one(a.tolist(), d.tolist())
     dp = np.linalg.norm(d[..., :3] - a[..., :3], axis=-1)
     return dp, quaternion.angle_between(a[..., 3:7], d[..., 3:7])
+
+
+def _pose_errors_one(a: list[float], d: list[float]) -> tuple[float, float]:
+    """``pose_errors`` of one pair of poses (lists of 7 or more floats), the same operations as
+    the batched path (``quaternion.angle_between``) in plain floats."""
+    dp = math.sqrt((d[0] - a[0]) ** 2 + (d[1] - a[1]) ** 2 + (d[2] - a[2]) ** 2)
+    w1, x1, y1, z1 = a[3:7]
+    w2, x2, y2, z2 = d[3:7]
+    w = w1 * w2 + x1 * x2 + y1 * y2 + z1 * z2
+    x = w1 * x2 - x1 * w2 - y1 * z2 + z1 * y2
+    y = w1 * y2 + x1 * z2 - y1 * w2 - z1 * x2
+    z = w1 * z2 - x1 * y2 + y1 * x2 - z1 * w2
+    return dp, 2.0 * math.atan2(math.sqrt(x * x + y * y + z * z), abs(w))
 
 
 def info_values(info, key: str) -> np.ndarray | float:
