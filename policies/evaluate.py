@@ -1,8 +1,8 @@
 """Evaluate a shipped ONNX policy through ``twin.control.OnnxRLController`` on the sim backend.
 
-    python -m policies.evaluate --policy reach --episodes 100 --seed 0
-    python -m policies.evaluate --policy reach --backend hardware --episodes 10 --seed 1000
-    python -m policies.evaluate --policy reach --randomize --episodes 20 --seed 1000
+    python -m twin.policies.evaluate --policy reach --episodes 100 --seed 0
+    python -m twin.policies.evaluate --policy reach --backend hardware --episodes 10 --seed 1000
+    python -m twin.policies.evaluate --policy reach --randomize --episodes 20 --seed 1000
 
 Episode ``i`` uses ``seed + i``: the Reach environment's ``reset(seed=seed + i)`` draws the start
 configuration and the target pose (the same sampler the policy was trained on), then the

@@ -1,8 +1,8 @@
 """Train the Reach policy with stable-baselines3 SAC on CPU torch, then export it to ONNX.
 
     pip install '.[train]'
-    python -m policies.train_reach --steps 240000 --seed 0 --out policies/reach.onnx
-    python -m policies.train_reach --randomize --init-from policies/reach.onnx \
+    python -m twin.policies.train_reach --steps 240000 --seed 0 --out policies/reach.onnx
+    python -m twin.policies.train_reach --randomize --init-from policies/reach.onnx \
         --steps 40000 --out reach_dr.onnx      # fine-tune with randomisation (reach.md)
 
 The environments run in gymnasium's ``AsyncVectorEnv`` (``--vector async``, one process per
