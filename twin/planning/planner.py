@@ -477,7 +477,7 @@ class Planner:
         goal_ids = list(range(len(goals)))
         targets = goals
         if is_touch:
-            lower, upper = np.asarray(self.model.lower), np.asarray(self.model.upper)
+            lower, upper = self._checker.lower, self._checker.upper
             if not np.any(np.all((goals >= lower) & (goals <= upper), axis=1)):
                 return failed(PathError.KINEMATIC_VIOLATION)
             d = self._limit("touch_approach_distance_m", touch.APPROACH_DISTANCE)
