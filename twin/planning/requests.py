@@ -163,7 +163,8 @@ class PathResult:
 
     ``error`` is None on success; ``selected_goal_idx`` indexes the request's goals (None on
     failure); ``tcp`` is the TCP at planning time; ``waypoints`` excludes the start and ends at the
-    selected goal; ``stats`` holds diagnostics (collision checks, iterations, time);
+    selected goal; ``stats`` holds diagnostics (collision checks, iterations, ``time_s``: the
+    query's own time, without ``roadmap_build_s``, the one-off roadmap build it triggered);
     ``ends_in_touch`` is True for a touch request's result (a path from it starts with a retract).
     """
 
