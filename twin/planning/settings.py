@@ -41,7 +41,7 @@ class PlannerSettings:
     max_iterations: int = 3000
     shortcut_rounds: int = 4
     compute_blend_radii: bool = True
-    max_planning_time_s: float | None = 2.0
+    max_planning_time_s: float | None = 10.0
     roadmap_nodes: int = 1000
 
     def __post_init__(self) -> None:
