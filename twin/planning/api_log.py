@@ -18,6 +18,12 @@ as its error, selected goal index and path configurations and movements (``stats
 is left out); configurations and poses as lists; ``Tcp`` as its encoding. An exception is logged
 as its type name and message and raised again.
 
+The time limit (``max_planning_time_s``) and replay: a query that finishes within its limit
+replays exactly (its random numbers never depend on the clock). A query the limit stopped is
+logged with ``"deadline_hit": true`` and the RRT ``"iterations"`` it used, so a replay on a
+faster or slower machine that finishes it, or stops it elsewhere, is reported as a difference
+(replay such a log with a larger limit to see the whole search).
+
 The default export directory is ``$TWIN_API_LOG_DIR``, else ``~/.local/share/twin/api_logs``.
 ``package_api_log`` writes ``<log stem>-resources.zip`` beside the log (the log itself is not
 included, as in the reference): the cell package of the planner's cell (``cells.package_cell``,
@@ -168,6 +174,9 @@ def encode_result(result: Any) -> Any:
     """Deterministic summary of a call's result (see the module doc)."""
     if isinstance(result, rq.PathResult):
         touch = {"ends_in_touch": True} if result.ends_in_touch else {}
+        if result.stats.get("deadline_hit"):
+            touch["deadline_hit"] = True
+            touch["iterations"] = int(result.stats.get("iterations", 0))
         return {
             **touch,
             "__type__": "PathResult",

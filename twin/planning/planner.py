@@ -44,7 +44,8 @@ from twin.planning.requests import (
     PathType,
     Waypoint,
 )
-from twin.planning.search.goals import SearchParameters, plan_to_goals
+from twin.planning.search.goals import Deadline, SearchParameters, plan_to_goals
+from twin.planning.search.roadmap import Roadmap
 from twin.planning.settings import PlannerSettings
 from twin.planning.types import (
     CarriedObject,
@@ -57,6 +58,20 @@ from twin.planning.types import (
 
 #: Cell size (m) of the sphere cover of carried meshes.
 CARRIED_MESH_CELL = 0.02
+#: Execution limits of a cell that gives none (``Planner.limits``).
+DEFAULT_LIMITS = {
+    "touch_approach_distance_m": touch.APPROACH_DISTANCE,
+    "touch_retract_distance_m": touch.RETRACT_DISTANCE,
+    "velocity_scale": 1.0,
+    "acceleration_time_s": 0.25,
+}
+#: How much beyond the obstacle margin a touch approach may be lengthened to clear its target.
+TOUCH_CLEARANCE = 0.01
+#: Radius (m) around a touch's approach line inside which obstacle geometry counts as the
+#: touch target's own (``Planner._field_without_target``).
+TARGET_RADIUS = 0.06
+#: Second seed word of the roadmap's generator (apart from every query's).
+ROADMAP_STREAM = 0x524F4144
 
 
 class Planner:
@@ -93,6 +108,7 @@ class Planner:
         self._carried: CarriedObject | None = None
         self._tool: ReplaceableTool | None = None
         self._attachments: tuple[str, ...] = ()
+        self._roadmap: Roadmap | None = None  # over the current obstacles and robot model
         try:
             self._cell: cells.Cell | None = cells.load_cell(s.cell_name)
         except cells.CellError:
@@ -167,6 +183,22 @@ class Planner:
 
     def _rebuild_field(self) -> None:
         self._field.rebuild([p for p in self._patches.values() if p is not None])
+        self._roadmap = None
+
+    def _refresh_robot(self) -> None:
+        """After the robot's collision model changed (tool, carried object, attachments)."""
+        self._checker.refresh()
+        self._roadmap = None
+
+    def prepare_roadmap(self) -> Roadmap | None:
+        """The roadmap over the current obstacles and collision model (``search.roadmap``),
+        built now if it is not yet (else the first query that needs a search builds it); None
+        when ``settings.roadmap_nodes`` is 0. The same planner state builds the same roadmap."""
+        n = self.settings.roadmap_nodes
+        if n and self._roadmap is None:
+            rng = np.random.default_rng([self.settings.seed, ROADMAP_STREAM])
+            self._roadmap = Roadmap.build(self._checker, rng, n)
+        return self._roadmap
 
     def clip_point_cloud_with_box(self, box: TransformedBox) -> int:
         """Remove the points inside ``box`` (base frame) from every point-cloud obstacle.
@@ -199,15 +231,7 @@ class Planner:
             if not np.any(mask):
                 continue
             removed += int(mask.sum())
-            keep = ~mask
-            colors = None if o.colors is None else v.frozen(o.colors[keep])
-            clipped = Obstacle(
-                name,
-                o.kind,
-                points=v.frozen(o.points[keep]),
-                colors=colors,
-                point_radius=o.point_radius,
-            )
+            clipped = _without(o, mask)
             self._obstacles[name] = clipped
             self._patches[name] = self._field.patch(clipped)
         if removed:
@@ -240,12 +264,12 @@ class Planner:
             spheres = sph.cover_mesh(tris, min(CARRIED_MESH_CELL, self.settings.max_sphere_radius))
         self._carried = carried_object
         self._robot.set_attached(CARRIED_BODY, spheres)
-        self._checker.refresh()
+        self._refresh_robot()
 
     def clear_carried_object(self) -> None:
         self._carried = None
         self._robot.set_attached(CARRIED_BODY, None)
-        self._checker.refresh()
+        self._refresh_robot()
 
     def set_replaceable_tool(self, replaceable_tool: ReplaceableTool) -> None:
         """Mount a tool of box elements (flange frame); compliant boxes count as rigid here."""
@@ -259,12 +283,12 @@ class Planner:
         ]
         self._tool = replaceable_tool
         self._robot.set_attached(TOOL_BODY, sph.SphereSet.concatenate(covers))
-        self._checker.refresh()
+        self._refresh_robot()
 
     def clear_replaceable_tool(self) -> None:
         self._tool = None
         self._robot.set_attached(TOOL_BODY, None)
-        self._checker.refresh()
+        self._refresh_robot()
 
     def set_attachments(self, names: list[str]) -> None:
         """Mount the named attachments of the cell configuration (``cells.load_cell``) on the
@@ -285,7 +309,7 @@ class Planner:
         spheres = sph.SphereSet.concatenate(covers) if covers else None
         self._robot.set_attached(ATTACHMENTS_BODY, spheres)
         self._attachments = tuple(dict.fromkeys(names))
-        self._checker.refresh()
+        self._refresh_robot()
 
     def attachments(self) -> list[str]:
         """The names of the mounted attachments."""
@@ -294,6 +318,56 @@ class Planner:
     def _cover_box(self, anchor_T_box: np.ndarray, dims: np.ndarray) -> sph.SphereSet:
         s = self.settings
         return sph.cover_bottom_box(anchor_T_box, dims, s.max_sphere_radius, s.max_sphere_slack)
+
+    def limits(self) -> dict[str, float]:
+        """The cell's execution limits (``cell.json`` ``limits``; defaults where the cell gives
+        none or there is no cell): ``touch_approach_distance_m`` and ``touch_retract_distance_m``
+        (m, read by touch requests), ``velocity_scale`` and ``acceleration_time_s`` (s; for
+        ``motion.execute.cell_timing``)."""
+        given = {} if self._cell is None else self._cell.limits
+        out = dict(DEFAULT_LIMITS)
+        for key in out:
+            if key in given:
+                out[key] = v.positive_scalar(given[key], f"cell limit {key}")
+        return out
+
+    def _field_without_target(self, q_touch: np.ndarray, distance: float) -> DistanceField:
+        """A distance field of the obstacles without the touch target's own geometry: the
+        point-cloud points and mesh triangles (by centroid) within ``TARGET_RADIUS`` m of the
+        approach line (``distance`` m back from the TCP at ``q_touch`` against the tool
+        direction, base frame). A touch's approach line is checked against it, so the object
+        touched cannot refuse its own approach; the pre-touch configuration stays checked
+        against every obstacle. The field itself when nothing is removed."""
+        tcp = self.tcp_pose(q_touch)
+        u = tcp[:3, :3] @ (self._tcp.tool_direction / np.linalg.norm(self._tcp.tool_direction))
+        a, b = tcp[:3, 3], tcp[:3, 3] - distance * u
+
+        def near(p: np.ndarray) -> np.ndarray:
+            t = np.clip((p - a) @ (b - a) / max(float((b - a) @ (b - a)), 1e-12), 0.0, 1.0)
+            return np.linalg.norm(p - (a + t[:, None] * (b - a)), axis=1) < TARGET_RADIUS
+
+        patches, changed = [], False
+        for name, o in self._obstacles.items():
+            patch = self._patches[name]
+            if o.kind is ObstacleKind.POINT_CLOUD and len(o.points):
+                mask = near(o.points)
+            elif o.kind is ObstacleKind.MESH and o.triangles is not None and len(o.triangles):
+                mask = near(o.triangles.mean(axis=1))
+            else:
+                mask = None
+            if mask is not None and mask.any():
+                changed = True
+                patch = self._field.patch(_without(o, mask))
+            if patch is not None:
+                patches.append(patch)
+        if not changed:
+            return self._field
+        field = self._make_field()
+        field.rebuild(patches)
+        return field
+
+    def _limit(self, key: str, default: float) -> float:
+        return float(self.limits().get(key, default))
 
     # ------------------------------------------------------------------------ checking
     @property
@@ -365,18 +439,20 @@ class Planner:
             ]
         )
         is_touch = request.type is PathType.TOUCH
+        limit = request.max_planning_time_s or self.settings.max_planning_time_s
+        deadline = None if limit is None else Deadline(limit)
         t0 = time.perf_counter()
         checks0 = self._checker.checked
         stats: dict[str, float] = {}
 
         def failed(error: PathError) -> PathResult:
-            stats["time_s"] = time.perf_counter() - t0
+            stats["time_s"] = time.perf_counter() - t0 - stats.get("roadmap_build_s", 0.0)
             stats["checks"] = float(self._checker.checked - checks0)
             return PathResult(error, None, self._tcp, (), stats)
 
         compliant = None
-        if initial_state.touch or is_touch:
-            c = request.max_carried_object_compression_distance
+        c = request.max_carried_object_compression_distance
+        if initial_state.touch:
             compliant = touch.touch_checker(self, c)
         touch_kw = {
             "tool_direction": self._tcp.tool_direction,
@@ -391,6 +467,7 @@ class Planner:
                 self._checker,
                 compliant,
                 direction=request.retract_direction,
+                distance=self._limit("touch_retract_distance_m", touch.RETRACT_DISTANCE),
                 **touch_kw,
             )
             if not r:
@@ -400,23 +477,52 @@ class Planner:
         goal_ids = list(range(len(goals)))
         targets = goals
         if is_touch:
-            lower, upper = np.asarray(self.model.lower), np.asarray(self.model.upper)
+            lower, upper = self._checker.lower, self._checker.upper
             if not np.any(np.all((goals >= lower) & (goals <= upper), axis=1)):
                 return failed(PathError.KINEMATIC_VIOLATION)
+            d = self._limit("touch_approach_distance_m", touch.APPROACH_DISTANCE)
+            m = self.margins()
+            longest = d + max(m["obstacle_point_cloud"], m["obstacle_mesh"]) + TOUCH_CLEARANCE
             approaches = [
-                touch.approach(self.model, g, self._checker, compliant, **touch_kw) for g in goals
+                touch.clearing_approach(
+                    self.model,
+                    g,
+                    self._checker,
+                    touch.touch_checker(self, c, self._field_without_target(g, longest)),
+                    distance=d,
+                    longest=longest,
+                    **touch_kw,
+                )
+                for g in goals
             ]
             goal_ids = [i for i, a in enumerate(approaches) if a]
             if not goal_ids:
                 return failed(PathError.BLOCKED_END)
             targets = np.array([approaches[i].configurations[0] for i in goal_ids])
+            stats["approach_distance_m"] = max(approaches[i].distance for i in goal_ids)
         rng = functools.partial(self._query_rng, plan_start, targets, request)
         s = self.settings
-        params = SearchParameters(s.rrt_step, s.max_iterations, s.shortcut_rounds)
+
+        def roadmap() -> Roadmap | None:
+            built = self._roadmap is None
+            r = self.prepare_roadmap()
+            if built and r is not None:  # the one-off build is not this query's search
+                stats["roadmap_build_s"] = r.build_s
+                if deadline is not None:
+                    deadline.extend(r.build_s)
+            return r
+
+        params = SearchParameters(
+            s.rrt_step, s.max_iterations, s.shortcut_rounds, deadline, roadmap
+        )
         outcome = plan_to_goals(
             self._checker, plan_start, targets, request.goal_prioritization, rng, params
         )
         stats["iterations"] = float(outcome.iterations)
+        stats["roadmap_paths"] = float(outcome.roadmap_paths)
+        if outcome.deadline_hit:
+            stats["deadline_hit"] = 1.0
+            stats["time_limit_s"] = float(limit)  # type: ignore[arg-type]
         if outcome.error is not None:
             return failed(outcome.error)
         goal_index = goal_ids[outcome.goal_index]  # type: ignore[index]
@@ -428,7 +534,7 @@ class Planner:
                 start, waypoints, self._checker, self.model, self._tcp.transform
             )
         points = [start.tolist()] + [w.configuration.tolist() for w in waypoints]
-        stats["time_s"] = time.perf_counter() - t0
+        stats["time_s"] = time.perf_counter() - t0 - stats.get("roadmap_build_s", 0.0)
         stats["checks"] = float(self._checker.checked - checks0)
         stats["path_length"] = sum(math.dist(a, b) for a, b in itertools.pairwise(points))
         return PathResult(None, goal_index, self._tcp, tuple(waypoints), stats, is_touch)
@@ -454,3 +560,18 @@ class Planner:
             f"spheres={len(c.radii)}, self_pairs={len(c.pair_a)}, "
             f"margin={self.settings.motion_margin} m, seed={self.settings.seed})"
         )
+
+
+def _without(o: Obstacle, drop: np.ndarray) -> Obstacle:
+    """A point-cloud or mesh obstacle without the points or triangles where ``drop`` (N,)."""
+    keep = ~drop
+    if o.kind is ObstacleKind.POINT_CLOUD:
+        colors = None if o.colors is None else v.frozen(o.colors[keep])
+        return Obstacle(
+            o.name,
+            o.kind,
+            points=v.frozen(o.points[keep]),
+            colors=colors,
+            point_radius=o.point_radius,
+        )
+    return Obstacle(o.name, o.kind, v.frozen(o.triangles[keep]), colors=o.colors)

@@ -65,6 +65,15 @@ def _enum(cls: type[enum.Enum], value: object, what: str) -> Any:
         raise PlanningInputError(f"{what}: expected one of {allowed}, got {value!r}") from e
 
 
+def time_limit(value: object, what: str) -> float:
+    """A time limit (s): a finite number > 0, else ``PlanningInputError`` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise PlanningInputError(f"{what}: expected a number of seconds, got {value!r}")
+    if not (np.isfinite(value) and value > 0.0):
+        raise PlanningInputError(f"{what}: expected a finite value > 0 s, got {value}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class BlendRadius:
     """Blend radius at a way-point: ``entry`` and ``exit`` (m for linear segments, joint-space
@@ -100,7 +109,8 @@ class PathRequest:
     optional ``description``, ``retract_direction`` (3,) cell base frame (the direction of the
     retract when the path starts from a touch; None: derived from the geometry around the tool)
     and ``max_carried_object_compression_distance`` m (how far the carried object may be
-    compressed during touch approaches and retracts; None: 0)."""
+    compressed during touch approaches and retracts; None: 0); ``max_planning_time_s`` s, the
+    time limit of this query (None: the planner's ``PlannerSettings.max_planning_time_s``)."""
 
     goal_configurations: tuple[np.ndarray, ...]
     type: PathType = PathType.FREE
@@ -108,8 +118,12 @@ class PathRequest:
     description: str | None = None
     retract_direction: np.ndarray | None = None
     max_carried_object_compression_distance: float | None = None
+    max_planning_time_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.max_planning_time_s is not None:
+            t = time_limit(self.max_planning_time_s, "max_planning_time_s")
+            object.__setattr__(self, "max_planning_time_s", t)
         goals = self.goal_configurations
         if isinstance(goals, np.ndarray) and goals.ndim == 1:
             raise PlanningInputError(
@@ -149,7 +163,8 @@ class PathResult:
 
     ``error`` is None on success; ``selected_goal_idx`` indexes the request's goals (None on
     failure); ``tcp`` is the TCP at planning time; ``waypoints`` excludes the start and ends at the
-    selected goal; ``stats`` holds diagnostics (collision checks, iterations, time);
+    selected goal; ``stats`` holds diagnostics (collision checks, iterations, ``time_s``: the
+    query's own time, without ``roadmap_build_s``, the one-off roadmap build it triggered);
     ``ends_in_touch`` is True for a touch request's result (a path from it starts with a retract).
     """
 

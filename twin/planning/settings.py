@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from twin.planning.requests import Profile, _enum
+from twin.planning.errors import PlanningInputError
+from twin.planning.requests import Profile, _enum, time_limit
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,11 @@ class PlannerSettings:
     compute_blend_radii: give ``path`` results the largest verified-free blend radii
     (``blend.blend_radii``); set it False to skip those extra collision checks (measured on the
     stored benchmark queries: about +0 % median and +10 % mean plan time).
+    max_planning_time_s: the time limit (s) of every ``path`` query (a request may set its own;
+    None: no limit); a search it stops returns ``blocked_path`` (``search.goals``).
+    roadmap_nodes: free configurations of the roadmap over the static obstacles
+    (``search.roadmap``; built by the first query that needs a search after the obstacles or the
+    robot's collision model changed, or by ``Planner.prepare_roadmap``); 0: no roadmap.
     """
 
     cell_name: str = "twin_arm"
@@ -35,6 +41,14 @@ class PlannerSettings:
     max_iterations: int = 3000
     shortcut_rounds: int = 4
     compute_blend_radii: bool = True
+    max_planning_time_s: float | None = 10.0
+    roadmap_nodes: int = 1000
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "profile", _enum(Profile, self.profile, "profile"))
+        t = self.max_planning_time_s
+        if t is not None:
+            object.__setattr__(self, "max_planning_time_s", time_limit(t, "max_planning_time_s"))
+        n = self.roadmap_nodes
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise PlanningInputError(f"roadmap_nodes: expected an integer >= 0, got {n!r}")

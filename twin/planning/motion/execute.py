@@ -13,7 +13,8 @@ time-parameterises the curve (``timing``) within:
 * velocity limits: ``model.velocity_limits`` (rad/s), times ``velocity_scale``;
 * acceleration limits: ``default_acceleration_limits(model)`` = velocity limit /
   ``ACCELERATION_TIME_S`` (each joint reaches full speed in 0.25 s: 6.3, 3.1, 6.3, 19.3, 9.6,
-  19.3 rad/s^2 on the shipped arm), times ``acceleration_scale``.
+  19.3 rad/s^2 on the shipped arm), times ``acceleration_scale``; ``cell_timing`` gives both
+  from a cell's ``limits`` (``velocity_scale``, ``acceleration_time_s``).
 
 ``follow`` writes one ``JointCommand`` per control period: ``q_des``, ``qd_des`` from the
 trajectory, ``tau_ff`` from ``feedforward(q_des, qd_des, qdd_des)``, called once on every sample
@@ -64,6 +65,19 @@ class ExecutionError(RuntimeError):
 def default_acceleration_limits(model) -> np.ndarray:
     """(n,) rad/s^2: each joint's velocity limit reached in ``ACCELERATION_TIME_S``."""
     return np.asarray(model.velocity_limits, dtype=float) / ACCELERATION_TIME_S
+
+
+def cell_timing(model, limits: dict) -> dict:
+    """``prepare`` keyword arguments from a cell's execution limits (``Planner.limits()``):
+    ``velocity_scale`` and the acceleration limits (n,) rad/s^2 that reach each joint's velocity
+    limit in ``acceleration_time_s``."""
+    t = float(limits.get("acceleration_time_s", ACCELERATION_TIME_S))
+    if not (np.isfinite(t) and t > 0.0):
+        raise PlanningInputError(f"acceleration_time_s: expected a value > 0 s, got {t}")
+    return {
+        "velocity_scale": float(limits.get("velocity_scale", 1.0)),
+        "acceleration_limits": np.asarray(model.velocity_limits, dtype=float) / t,
+    }
 
 
 @dataclass(frozen=True)

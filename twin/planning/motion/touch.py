@@ -51,6 +51,7 @@ from twin.planning.motion.linear import (
 APPROACH_DISTANCE = 0.05  # m, default approach length
 RETRACT_DISTANCE = 0.05  # m, default retract length
 RETRACT_PROBES = 10  # distances probed along each candidate retract direction
+CLEARING_PROBES = 4  # longer approach distances tried when the pre-touch configuration is blocked
 TILTS_DEG = (30.0, 45.0, 60.0, 90.0)
 AZIMUTHS = 8
 CALLABLE_STEP = 0.005  # rad, sample spacing used with a plain validity callable
@@ -172,6 +173,31 @@ def approach(
     return TouchMotion(None, m, u, d)
 
 
+def clearing_approach(
+    model,
+    q_touch: object,
+    strict: object,
+    compliant: object,
+    *,
+    distance: float,
+    longest: float,
+    **kw,
+) -> TouchMotion:
+    """``approach`` over ``distance`` m; when its pre-touch configuration is blocked (the touched
+    object's own geometry within the collision model's margin of the tool, since the approach is
+    shorter than that margin), over the first of ``CLEARING_PROBES`` longer distances up to
+    ``longest`` m whose approach works (the touch target's own geometry must not block its
+    approach). The returned ``distance`` is the one used."""
+    t = approach(model, q_touch, strict, compliant, distance=distance, **kw)
+    if t or t.error is not TouchFailure.BLOCKED_CLEAR or longest <= distance:
+        return t
+    for d in np.linspace(distance, longest, CLEARING_PROBES + 1)[1:].tolist():
+        longer = approach(model, q_touch, strict, compliant, distance=d, **kw)
+        if longer or longer.error is not TouchFailure.BLOCKED_CLEAR:
+            return longer
+    return t
+
+
 def retract_candidates(reverse_tool: np.ndarray) -> np.ndarray:
     """Unit directions (C, 3), base frame: ``reverse_tool`` first, then tilted (module doc)."""
     w = reverse_tool / np.linalg.norm(reverse_tool)
@@ -256,11 +282,16 @@ def _first_free_distance(model, motion: LinearMotion, strict: MotionChecker, f_T
 
 
 # ---------------------------------------------------------------------------------- planner
-def touch_checker(planner, max_carried_object_compression_distance: float | None = None):
+def touch_checker(
+    planner,
+    max_carried_object_compression_distance: float | None = None,
+    field=None,
+):
     """The ``compliant`` checker of a ``Planner``: its collision model with the tool's compliant
     boxes removed and the carried object (box) shortened by the compression distance at its far
     end along the tool direction (a carried mesh is moved back by it along the tool direction);
-    the same obstacles, margin and limits. Reads the planner's current tool, TCP and object."""
+    the same obstacles (or ``field``: a distance field of other ones), margin and limits. Reads
+    the planner's current tool, TCP and object."""
     from twin.planning.collision.checker import CollisionChecker
     from twin.planning.collision.robot_model import CARRIED_BODY, TOOL_BODY
     from twin.planning.collision.spheres import SphereSet, cover_mesh
@@ -291,7 +322,8 @@ def touch_checker(planner, max_carried_object_compression_distance: float | None
             spheres = cover_mesh(tris, min(0.02, planner.settings.max_sphere_radius))
         robot.set_attached(CARRIED_BODY, spheres)
     checker = planner.checker
-    return CollisionChecker(robot, checker.field, checker.margin, checker.lower, checker.upper)
+    field = checker.field if field is None else field
+    return CollisionChecker(robot, field, checker.margin, checker.lower, checker.upper)
 
 
 def _shortened_box_cover(planner, anchor_T_tcp, box, u_tcp, c):

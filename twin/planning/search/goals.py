@@ -4,8 +4,16 @@ Order of checks (the errors of ``docs/reference/planner.md``): the start outside
 ``blocked_start``; every goal outside the limits -> ``kinematic_violation``; every goal inside
 the limits blocked -> ``blocked_end``; otherwise a path to a free goal, or ``blocked_path``.
 
-Before RRT-Connect, a goal whose straight segment is blocked gets a cheap try with one random via
-configuration around the midpoint (``_via_path``).
+A goal whose straight segment is blocked gets a cheap try with one random via configuration
+around the midpoint (``_via_path``), then the roadmap over the static obstacles (``roadmap``,
+when the planner gives one), then RRT-Connect.
+
+Time limit: ``SearchParameters.deadline`` (a ``Deadline``) is looked at between
+goals, inside the roadmap search and in every RRT-Connect iteration; a search it stops returns
+``blocked_path`` with ``Outcome.deadline_hit`` set (the time taken beyond the deadline is one
+iteration or one roadmap batch). Without a deadline every query replays exactly; with one, a
+query that finishes in time replays exactly (its random numbers do not depend on the clock), and
+a query the deadline stopped records the iterations it used.
 
 Goal selection: ``list_order`` returns the first goal in the list that the planner connects;
 ``shortest_path`` the goal with the shortest smoothed joint-space path (L2, rad). A goal whose
@@ -16,6 +24,7 @@ shorter.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,26 +33,56 @@ import numpy as np
 from twin.planning.collision.checker import CollisionChecker
 from twin.planning.requests import GoalPrioritization, PathError
 from twin.planning.search import smoothing
+from twin.planning.search.roadmap import Roadmap
 from twin.planning.search.rrt import rrt_connect
 
 
 @dataclass(frozen=True)
 class SearchParameters:
-    """rrt_step rad, max_iterations per goal, shortcut_rounds."""
+    """rrt_step rad, max_iterations per goal, shortcut_rounds; ``deadline`` or None;
+    ``roadmap``: called when a goal needs more than a via configuration, returns the planner's
+    roadmap (built on first use) or None."""
 
     rrt_step: float
     max_iterations: int
     shortcut_rounds: int
+    deadline: Deadline | None = None
+    roadmap: Callable[[], Roadmap | None] | None = None
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and self.deadline.passed()
+
+    @property
+    def deadline_at(self) -> float | None:
+        return None if self.deadline is None else self.deadline.at
+
+
+class Deadline:
+    """The time limit of one query: ``at`` is a ``time.perf_counter`` value; ``extend`` moves it
+    later (the planner does so by the one-off roadmap build, which is not the query's work)."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.at = time.perf_counter() + limit_s
+
+    def passed(self) -> bool:
+        return time.perf_counter() > self.at
+
+    def extend(self, seconds: float) -> None:
+        self.at += seconds
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """error or None; goal index; path (K, n) rad from the start to the goal; iterations."""
+    """error or None; goal index; path (K, n) rad from the start to the goal; iterations;
+    ``deadline_hit`` when the time limit stopped a search; ``roadmap_paths`` found on the
+    roadmap."""
 
     error: PathError | None
     goal_index: int | None = None
     path: np.ndarray | None = None
     iterations: int = 0
+    deadline_hit: bool = False
+    roadmap_paths: int = 0
 
 
 def plan_to_goals(
@@ -78,16 +117,18 @@ def plan_to_goals(
     candidates = free.nonzero()[0]
     if not len(candidates):
         return Outcome(PathError.BLOCKED_END)
-    iterations = 0
+    tally = _Tally()
     if prioritization is GoalPrioritization.LIST_ORDER:
         for k in candidates:
             if direct[k]:
-                return Outcome(None, int(k), np.array([start, goals[k]]), iterations)
-            path, used = _connect(checker, start, goals[k], rng, params)
-            iterations += used
+                return tally.outcome(None, int(k), np.array([start, goals[k]]))
+            if params.past_deadline():
+                tally.deadline_hit = True
+                break
+            path = _connect(checker, start, goals[k], rng, params, tally)
             if path is not None:
-                return Outcome(None, int(k), path, iterations)
-        return Outcome(PathError.BLOCKED_PATH, iterations=iterations)
+                return tally.outcome(None, int(k), path)
+        return tally.outcome(PathError.BLOCKED_PATH)
 
     best: tuple[float, int, np.ndarray] | None = None
     for k in direct.nonzero()[0]:
@@ -100,15 +141,31 @@ def plan_to_goals(
     for k in rest:
         if best is not None and np.linalg.norm(goals[k] - start) >= best[0]:
             break
-        path, used = _connect(checker, start, goals[k], rng, params)
-        iterations += used
+        if params.past_deadline():  # keep the best path found so far
+            tally.deadline_hit = True
+            break
+        path = _connect(checker, start, goals[k], rng, params, tally)
         if path is not None:
             length = smoothing.path_length(path)
             if best is None or length < best[0]:
                 best = (length, int(k), path)
     if best is None:
-        return Outcome(PathError.BLOCKED_PATH, iterations=iterations)
-    return Outcome(None, best[1], best[2], iterations)
+        return tally.outcome(PathError.BLOCKED_PATH)
+    return tally.outcome(None, best[1], best[2])
+
+
+class _Tally:
+    """What the searches of one query used: RRT iterations, roadmap paths, the deadline."""
+
+    def __init__(self) -> None:
+        self.iterations = 0
+        self.roadmap_paths = 0
+        self.deadline_hit = False
+
+    def outcome(self, error, goal_index=None, path=None) -> Outcome:
+        return Outcome(
+            error, goal_index, path, self.iterations, self.deadline_hit, self.roadmap_paths
+        )
 
 
 class _Lazy:
@@ -130,44 +187,85 @@ def _connect(
     goal: np.ndarray,
     lazy: _Lazy,
     params: SearchParameters,
-) -> tuple[np.ndarray | None, int]:
+    tally: _Tally,
+) -> np.ndarray | None:
+    """A smoothed path start -> goal: a via configuration near the midpoint, else the roadmap
+    (when there is one), else a via configuration farther out, else RRT-Connect."""
     rng = lazy.get()
-    path = _via_path(checker, start, goal, rng)
-    iterations = 0
+    roadmap = None if params.roadmap is None else params.roadmap()
+    if roadmap is None:
+        path = _via_path(checker, start, goal, rng)
+    else:  # one batch of the nearest vias only: the roadmap is the cheaper next try
+        path = _via_path(checker, start, goal, rng, VIA_SPREADS[:1], batches=1)
+    if path is None and roadmap is not None:
+        found = roadmap.path(checker, start, goal, params.deadline_at)
+        tally.deadline_hit |= found.deadline_hit
+        path = found.path
+        tally.roadmap_paths += path is not None
+        if path is None and not found.deadline_hit:
+            path = _via_path(checker, start, goal, rng, VIA_SPREADS[1:])
     if path is None:
-        result = rrt_connect(checker, start, goal, rng, params.rrt_step, params.max_iterations)
+        if tally.deadline_hit or params.past_deadline():
+            tally.deadline_hit = True
+            return None
+        result = rrt_connect(
+            checker,
+            start,
+            goal,
+            rng,
+            params.rrt_step,
+            params.max_iterations,
+            deadline=params.deadline_at,
+        )
+        tally.iterations += result.iterations
         if result.path is None:
-            return None, result.iterations
-        path, iterations = result.path, result.iterations
+            tally.deadline_hit |= result.iterations < params.max_iterations
+            return None
+        path = result.path
     path = smoothing.simplify(checker, path, rng, params.shortcut_rounds)
     path[0], path[-1] = start, goal
-    return path, iterations
+    return path
 
 
 #: Spreads (rad, per joint) of the random via configurations tried before RRT-Connect.
 VIA_SPREADS = (0.4, 0.8, 1.6)
 VIA_SAMPLES = 24
+#: Via candidates whose segments are checked in one batch.
+VIA_BATCH = 6
 
 
 def _via_path(
-    checker: CollisionChecker, start: np.ndarray, goal: np.ndarray, rng: np.random.Generator
+    checker: CollisionChecker,
+    start: np.ndarray,
+    goal: np.ndarray,
+    rng: np.random.Generator,
+    spreads: tuple[float, ...] = VIA_SPREADS,
+    batches: int | None = None,
 ) -> np.ndarray | None:
     """A two-segment path ``start -> via -> goal`` through one random via configuration around
-    the midpoint, or None: many queries whose straight segment is blocked need only one detour,
-    and the two segments of every candidate (the via itself included) are checked together."""
+    the midpoint, or None: many queries whose straight segment is blocked need only one detour.
+    The vias of a spread are checked first (one batch), then the two segments of the free ones,
+    shortest detour first, ``VIA_BATCH`` candidates a batch; the shortest free one of the first
+    batch with one wins; ``batches``: at most that many batches a spread."""
     mid = 0.5 * (start + goal)
-    for spread in VIA_SPREADS:
+    for spread in spreads:
         vias = np.clip(
             mid + rng.normal(0.0, spread, size=(VIA_SAMPLES, len(start))),
             checker.lower,
             checker.upper,
         )
-        qa = np.vstack((np.repeat(start[None], len(vias), 0), vias))
-        qb = np.vstack((vias, np.repeat(goal[None], len(vias), 0)))
-        ok = checker.segments_free(qa, qb)
-        both = ok[: len(vias)] & ok[len(vias) :]
-        if np.any(both):
-            cand = vias[both]
-            length = np.linalg.norm(cand - start, axis=1) + np.linalg.norm(goal - cand, axis=1)
-            return np.array([start, cand[int(np.argmin(length))], goal])
+        vias = vias[checker.free(vias)]
+        length = np.linalg.norm(vias - start, axis=1) + np.linalg.norm(goal - vias, axis=1)
+        vias = vias[np.argsort(length, kind="stable")]
+        if batches is not None:
+            vias = vias[: batches * VIA_BATCH]
+        for lo in range(0, len(vias), VIA_BATCH):
+            cand = vias[lo : lo + VIA_BATCH]
+            k = len(cand)
+            qa = np.vstack((np.repeat(start[None], k, 0), cand))
+            qb = np.vstack((cand, np.repeat(goal[None], k, 0)))
+            ok = checker.segments_free(qa, qb)
+            both = ok[:k] & ok[k:]
+            if np.any(both):
+                return np.array([start, cand[int(np.argmax(both))], goal])
     return None

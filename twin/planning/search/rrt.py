@@ -9,6 +9,7 @@ every iteration. Randomness comes only from the generator passed in: a query rep
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,17 +60,21 @@ def rrt_connect(
     step: float,
     max_iterations: int,
     batch: int = 4,
+    deadline: float | None = None,
 ) -> RrtResult:
     """Path from ``start`` to ``goal`` (n,) rad (both free), or None within ``max_iterations``.
 
     Each iteration draws ``batch`` samples: the active tree extends towards all of them (their
     edges checked in one batch), then the other tree tries to connect to every new node (the
     free prefixes of those segments checked in one batch); then the trees swap roles.
+    ``deadline`` (a ``time.perf_counter`` value): stop there (fewer than ``max_iterations``).
     """
     trees = [_Tree(start, 256), _Tree(goal, 256)]
     active = 0  # index of the tree that extends
     lower, upper = checker.lower, checker.upper
     for it in range(1, max_iterations + 1):
+        if deadline is not None and time.perf_counter() > deadline:
+            return RrtResult(None, it - 1)
         a, b = trees[active], trees[1 - active]
         targets = rng.uniform(lower, upper, size=(batch, len(start)))
         new_nodes = _extend_many(checker, a, targets, step)

@@ -1,0 +1,236 @@
+"""A roadmap (probabilistic roadmap, Kavraki et al. 1996) of free configurations and free edges
+over the static obstacles, reused by every query until the obstacles or the robot's collision
+model change.
+
+Build (``Roadmap.build``): uniform samples in the joint limits (rad) from a generator seeded by
+the planner's seed only, so the same planner state builds the same roadmap; the free ones
+(``nodes`` (N, n) rad) are joined to their ``neighbours`` nearest (joint-space L2) and every such
+edge is checked once, in batches (``CollisionChecker.segments_free``); only free edges are kept.
+
+Query (``Roadmap.path``): start and goal are joined to their ``connect`` nearest nodes (one
+batched check of the nearest few, then of more for an end joined to none), then A* (heuristic: the straight-line distance to the goal,
+admissible for L2 edge costs) finds the shortest roadmap path. The result depends only on the
+roadmap, start and goal (no random numbers, no state carried between queries), so a query
+replays exactly. None when start or goal joins no node, when they join different connected parts
+of the roadmap, or when the deadline passes (``deadline_hit`` then says so).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from twin.planning.collision.checker import CollisionChecker
+
+#: Free nodes of a roadmap, edges per node to their nearest neighbours, and the nodes a query's
+#: start and goal are joined to.
+NODES = 1000
+NEIGHBOURS = 10
+CONNECT = 16
+CONNECT_FIRST = 6
+#: Rounds of samples drawn to find ``NODES`` free ones (a cluttered cell may be mostly blocked).
+SAMPLE_ROUNDS = 8
+#: Segments checked per batch while building (bounds the checker's working memory).
+EDGE_BATCH = 2048
+#: A* pops between two looks at the clock.
+CLOCK_EVERY = 128
+
+
+@dataclass(frozen=True)
+class RoadmapPath:
+    """``path`` (K, n) rad from start to goal or None; ``deadline_hit`` when the clock stopped
+    the search."""
+
+    path: np.ndarray | None
+    deadline_hit: bool = False
+
+
+class Roadmap:
+    """Free ``nodes`` (N, n) rad, free edges as adjacency lists (neighbour, length rad) and the
+    connected part ``component`` (N,) of every node; ``build_s`` and ``edges_checked``."""
+
+    def __init__(self, nodes: np.ndarray, a: np.ndarray, b: np.ndarray, build_s: float) -> None:
+        self.nodes = nodes
+        self.build_s = build_s
+        n = len(nodes)
+        length = np.linalg.norm(nodes[a] - nodes[b], axis=1) if len(a) else np.zeros(0)
+        adj: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+        for i, j, w in zip(a.tolist(), b.tolist(), length.tolist()):
+            adj[i].append((j, w))
+            adj[j].append((i, w))
+        self.adjacency = adj
+        self.edges = len(a)
+        self.component = _components(n, a, b)
+        self._rows = nodes.tolist()
+
+    @classmethod
+    def build(
+        cls,
+        checker: CollisionChecker,
+        rng: np.random.Generator,
+        nodes: int = NODES,
+        neighbours: int = NEIGHBOURS,
+        deadline: float | None = None,
+    ) -> Roadmap:
+        """Sample ``nodes`` free configurations (fewer when the cell is that blocked) and keep the
+        free edges to each node's ``neighbours`` nearest. ``deadline`` (``time.perf_counter``
+        value): stop checking edges there (a smaller, still valid roadmap)."""
+        t0 = time.perf_counter()
+        lower, upper = checker.lower, checker.upper
+        found: list[np.ndarray] = []
+        count = 0
+        for _ in range(SAMPLE_ROUNDS):
+            q = rng.uniform(lower, upper, size=(nodes, len(lower)))
+            free = q[checker.free(q)]
+            found.append(free)
+            count += len(free)
+            if count >= nodes:
+                break
+        q = np.concatenate(found)[:nodes]
+        a, b = _knn_edges(q, neighbours)
+        keep = np.zeros(len(a), dtype=bool)
+        for lo in range(0, len(a), EDGE_BATCH):
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+            hi = lo + EDGE_BATCH
+            keep[lo:hi] = checker.segments_free(q[a[lo:hi]], q[b[lo:hi]])
+        return cls(q, a[keep], b[keep], time.perf_counter() - t0)
+
+    def path(
+        self,
+        checker: CollisionChecker,
+        start: np.ndarray,
+        goal: np.ndarray,
+        deadline: float | None = None,
+        connect: int = CONNECT,
+    ) -> RoadmapPath:
+        """Shortest roadmap path start -> goal (both (n,) rad, free), or None (module doc)."""
+        n = len(self.nodes)
+        if n == 0:
+            return RoadmapPath(None)
+        ends = np.stack((start, goal))
+        d = np.linalg.norm(self.nodes[None] - ends[:, None], axis=2)  # (2, N)
+        order = np.argsort(d, axis=1, kind="stable")
+        s_nodes, g_nodes = self._joined(checker, start, goal, order, min(connect, n))
+        if not len(s_nodes) or not len(g_nodes):
+            return RoadmapPath(None)
+        shared = np.intersect1d(self.component[s_nodes], self.component[g_nodes])
+        if not len(shared):
+            return RoadmapPath(None)
+        s_cost = {int(i): float(d[0, i]) for i in s_nodes if self.component[i] in shared}
+        g_cost = {int(i): float(d[1, i]) for i in g_nodes if self.component[i] in shared}
+        found = self._astar(goal.tolist(), s_cost, g_cost, deadline)
+        if found is None or isinstance(found, bool):
+            return RoadmapPath(None, bool(found))
+        return RoadmapPath(np.vstack((start, self.nodes[found], goal)))
+
+    def _joined(self, checker, start, goal, order, k):
+        """Nodes joined to start and to goal by free segments: the nearest ``CONNECT_FIRST`` of
+        each first, then up to ``k`` for an end that has none yet (one batch per round)."""
+        s_nodes = g_nodes = np.zeros(0, dtype=int)
+        lo = 0
+        for hi in (min(CONNECT_FIRST, k), k):
+            need_s, need_g = not len(s_nodes), not len(g_nodes)
+            near_s = order[0, lo:hi] if need_s else order[0, :0]
+            near_g = order[1, lo:hi] if need_g else order[1, :0]
+            qa = np.concatenate((np.repeat(start[None], len(near_s), 0), self.nodes[near_g]))
+            qb = np.concatenate((self.nodes[near_s], np.repeat(goal[None], len(near_g), 0)))
+            if len(qa):
+                ok = checker.segments_free(qa, qb)
+                if need_s:
+                    s_nodes = near_s[ok[: len(near_s)]]
+                if need_g:
+                    g_nodes = near_g[ok[len(near_s) :]]
+            if len(s_nodes) and len(g_nodes):
+                break
+            lo = hi
+        return s_nodes, g_nodes
+
+    def _astar(
+        self,
+        goal: list[float],
+        s_cost: dict[int, float],
+        g_cost: dict[int, float],
+        deadline: float | None,
+    ) -> list[int] | bool | None:
+        """Node indices of the shortest path from the start's nodes (costs ``s_cost``) to the
+        goal through one of ``g_cost``'s; None when there is none, True when the deadline hit."""
+        rows, adj = self._rows, self.adjacency
+        dist = math.dist
+        h = {}
+
+        def heuristic(i: int) -> float:
+            v = h.get(i)
+            if v is None:
+                v = h[i] = dist(rows[i], goal)
+            return v
+
+        best = dict(s_cost)
+        parent: dict[int, int] = {i: -1 for i in s_cost}
+        heap = [(c + heuristic(i), c, i) for i, c in s_cost.items()]
+        heapq.heapify(heap)
+        goal_node = -2  # the goal's pseudo-node
+        goal_cost = math.inf
+        goal_parent = -1
+        pops = 0
+        while heap:
+            _, g, i = heapq.heappop(heap)
+            if i == goal_node:
+                out = [goal_parent]
+                while parent[out[-1]] >= 0:
+                    out.append(parent[out[-1]])
+                return out[::-1]
+            if g > best[i]:
+                continue
+            pops += 1
+            if deadline is not None and pops % CLOCK_EVERY == 0 and time.perf_counter() > deadline:
+                return True
+            c = g_cost.get(i)
+            if c is not None and g + c < goal_cost:
+                goal_cost, goal_parent = g + c, i
+                heapq.heappush(heap, (goal_cost, goal_cost, goal_node))
+            for j, w in adj[i]:
+                gj = g + w
+                if gj < best.get(j, math.inf):
+                    best[j] = gj
+                    parent[j] = i
+                    heapq.heappush(heap, (gj + heuristic(j), gj, j))
+        return None
+
+
+def _knn_edges(q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Edges (a, b) with a < b, each node joined to its ``k`` nearest (L2), without repeats."""
+    n = len(q)
+    if n < 2:
+        return np.zeros(0, dtype=int), np.zeros(0, dtype=int)
+    k = min(k, n - 1)
+    sq = np.einsum("ij,ij->i", q, q)
+    d = sq[:, None] - 2.0 * q @ q.T + sq[None]
+    np.fill_diagonal(d, np.inf)
+    near = np.argpartition(d, k - 1, axis=1)[:, :k]
+    a = np.repeat(np.arange(n), k)
+    b = near.ravel()
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    pairs = np.unique(lo * n + hi)
+    return pairs // n, pairs % n
+
+
+def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Connected-part label (N,) of every node (union-find with path halving)."""
+    root = list(range(n))
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = root[x]
+        return x
+
+    for i, j in zip(a.tolist(), b.tolist()):
+        ri, rj = find(i), find(j)
+        if ri != rj:
+            root[max(ri, rj)] = min(ri, rj)
+    return np.array([find(i) for i in range(n)], dtype=int)
