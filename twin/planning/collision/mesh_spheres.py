@@ -22,6 +22,7 @@ shape frame, scale applied).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 from pathlib import Path
@@ -33,7 +34,7 @@ from twin.planning.collision.spheres import SphereSet, _fewest_near_best, measur
 
 _RADIUS_PAD = 1e-7  # m, rounding allowance added to every radius
 #: Sphere count searched per convex piece.
-MAX_SPHERES_PER_PIECE = 8
+MAX_SPHERES_PER_PIECE = 10
 
 
 class MeshFileError(ValueError):
@@ -137,14 +138,16 @@ def _edges(h: ConvexHull) -> np.ndarray:
     return np.unique(e, axis=0)
 
 
-def slab_vertices(h: ConvexHull, axis: np.ndarray, lo: float, hi: float) -> np.ndarray:
+def slab_vertices(
+    h: ConvexHull, axis: np.ndarray, lo: float, hi: float, edges: np.ndarray | None = None
+) -> np.ndarray:
     """Vertices (V, 3) m of the convex slab ``H ∩ {lo <= axis.x <= hi}``: the hull's vertices
     inside it and the points where the hull's edges cross its two planes."""
     p = h.points
     t = p @ axis
     inside = h.vertices[(t[h.vertices] >= lo) & (t[h.vertices] <= hi)]
     out = [p[inside]]
-    e = _edges(h)
+    e = _edges(h) if edges is None else edges
     ta, tb = t[e[:, 0]], t[e[:, 1]]
     for plane in (lo, hi):
         cross = (np.minimum(ta, tb) < plane) & (np.maximum(ta, tb) > plane)
@@ -154,9 +157,11 @@ def slab_vertices(h: ConvexHull, axis: np.ndarray, lo: float, hi: float) -> np.n
     return np.concatenate(out)
 
 
-def _enclosing(points: np.ndarray, iterations: int = 400) -> np.ndarray:
+def _enclosing(points: np.ndarray, iterations: int = 64) -> np.ndarray:
     """Centre (3,) of a near-smallest ball around points (V, 3) (Badoiu-Clarkson iteration:
     step towards the farthest point by ``1 / (i + 1)``)."""
+    with contextlib.suppress(QhullError):
+        points = points[ConvexHull(points).vertices]  # the ball around them holds all
     c = 0.5 * (points.min(axis=0) + points.max(axis=0))
     for i in range(1, iterations + 1):
         far = points[np.argmax(np.sum((points - c) ** 2, axis=1))]
@@ -169,10 +174,11 @@ def cover_convex(h: ConvexHull, count: int) -> SphereSet:
     its longest principal axis (see the module doc), with their measured slack (m)."""
     axis = _principal_axis(h)
     t = h.points[h.vertices] @ axis
-    edges = np.linspace(t.min(), t.max(), count + 1)
+    planes = np.linspace(t.min(), t.max(), count + 1)
+    edges = _edges(h)
     centers, radii = [], []
-    for lo, hi in itertools.pairwise(edges):
-        v = slab_vertices(h, axis, lo, hi)
+    for lo, hi in itertools.pairwise(planes):
+        v = slab_vertices(h, axis, lo, hi, edges)
         if len(v) == 0:
             continue
         c = _enclosing(v)
@@ -189,14 +195,23 @@ def cover_piece(
 ) -> SphereSet:
     """The fewest slabs covering the convex hull of ``points`` (V, 3) m whose radii are at most
     ``max_radius`` and slack at most ``max_slack`` (m); when no count up to ``max_count`` meets
-    both, the fewest within 1 cm of the smallest slack (``spheres._fewest_near_best``)."""
+    both, of those within ``max_radius`` the fewest within 1 cm of the smallest slack
+    (``spheres._fewest_near_best``). Raises ``ValueError`` when none is within ``max_radius``."""
     h = hull(np.asarray(points, dtype=float))
     tried = []
     for count in range(1, max_count + 1):
         cover = cover_convex(h, count)
-        if float(cover.radii.max()) <= max_radius and cover.slack <= max_slack:
+        if float(cover.radii.max()) > max_radius:
+            continue
+        if cover.slack <= max_slack:
             return cover
         tried.append(cover)
+    if not tried:
+        size = np.round(h.max_bound - h.min_bound, 3).tolist()
+        raise ValueError(
+            f"cannot cover a convex mesh piece of extent {size} m with at most {max_count} "
+            f"spheres of radius <= {max_radius} m; expected a larger max_sphere_radius"
+        )
     return _fewest_near_best(tried)
 
 

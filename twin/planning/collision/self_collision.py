@@ -7,7 +7,8 @@ continuous joint within ``[-pi, pi]``), in chunks, with one batched FK of the gr
 chunk: the lower bound of the pair's distance from its sphere covers (which contain the geometry)
 is the smallest gap between their spheres. A pair that never comes within ``CLEARANCE`` is
 dropped. A pair that does is kept at once (early acceptance, its later chunks skipped), except
-when one of its bodies is a box or cylinder, whose cover is loose: then the samples where the
+when both bodies are boxes or cylinders, whose covers are loose and whose exact distance is
+known (a mesh's is not: its spheres decide): then the samples where the
 spheres come within ``CLEARANCE`` (at most ``EXACT_SAMPLES`` of them, the first ones) get the
 exact evaluation (surface points of each body, spaced ``SPACING``, in the other body's exact
 signed distance; the minimum less the spacing is a lower bound), stopping at the first chunk
@@ -125,7 +126,7 @@ def generate(
             near = np.flatnonzero(gap < CLEARANCE)
             if not len(near):
                 continue
-            if not (exact_needed[i] or exact_needed[j]):
+            if not (exact_needed[i] and exact_needed[j]):
                 kept.add(pair)
                 pending.remove(pair)
             else:
