@@ -5,16 +5,18 @@ hull of an STL file, and of each object (``o``/``g``) of an OBJ file (a convex d
 V-HACD writes, gives one hull per piece). The hull contains the mesh, so covering it covers every
 point of the mesh's surface and of what it encloses.
 
-Rule (``cover_convex``), for one hull ``H`` and ``K`` centres: the centres are the k-means
-(Lloyd, farthest-point start, fixed iterations: deterministic) of grid points inside ``H``, so
-each lies strictly inside ``H``. ``H`` is split into the Voronoi cells of the centres; each cell
-``C_k = H ∩ {x: |x - c_k| <= |x - c_j| for all j}`` is a convex polytope, its vertices come from
-the half-space intersection (Qhull), and sphere ``k`` is centred on ``c_k`` with radius the
-farthest vertex of ``C_k`` from the centre of a near-smallest ball around those vertices
-(plus 1e-7 m): the sphere need not be centred on ``c_k``. A convex cell lies inside any ball holding its
-vertices and the cells make up ``H``, so every point of ``H`` lies in some sphere. ``K`` is the
-smallest (up to ``max_count``) whose radii are at most ``max_radius`` and whose measured slack
-(how far the spheres reach beyond ``H``, by its facet planes) is at most ``max_slack``; else the smallest slack.
+Rule (``cover_convex``), for one hull ``H`` and ``m`` slabs: ``H`` is cut into ``m`` slabs of
+equal thickness across its longest principal axis. A slab ``H ∩ {lo <= a.x <= hi}`` is convex;
+its vertices are the hull's vertices inside it and the points where the hull's edges cross its
+two planes (``slab_vertices``). Its sphere is centred near the smallest ball around those
+vertices (``_enclosing``) with the radius of the farthest vertex from that centre (plus 1e-7 m).
+A convex set lies in any ball holding its vertices and the slabs make up ``H``, so every point of
+``H`` lies in some sphere. ``m`` (``cover_piece``) is the fewest, up to
+``MAX_SPHERES_PER_PIECE``, whose radii are at most ``max_radius`` and whose measured slack (how
+far the spheres reach beyond ``H``, against its facet planes) is at most ``max_slack``; else the
+fewest within 1 cm of the smallest slack among those within ``max_radius``. Deterministic.
+
+How to bring your own arm: ``docs/reference/planner-arms.md``.
 
 Frames and units: vertices, centres and radii in m, in the frame the mesh is given in (the URDF
 shape frame, scale applied).
