@@ -99,7 +99,7 @@ def test_mesh_covers_are_tight():
                     cover, mesh_spheres.piece_hulls(file, shape.dims), 40_000
                 )
             )
-        assert 0.0 < np.median(over) < 2.5, over
+        assert 0.0 < np.median(over) < 3.0, over  # UR5 2.4, xArm6 1.1 (docs)
 
 
 @given(
