@@ -37,7 +37,8 @@ def _xyzw(m: np.ndarray) -> list[float]:
 class ExactChecker:
     """Exact PyBullet collision checks of the arm in a scene (see the module doc)."""
 
-    def __init__(self, urdf_path, scene: Scene | str | None = None) -> None:
+    def __init__(self, urdf_path, scene: Scene | str | None = None, disabled_pairs=()) -> None:
+        """``disabled_pairs``: link-name pairs never checked against each other (an SRDF's)."""
         self.client = pb.connect(pb.DIRECT)
         cid = self.client
         self.robot = pb.loadURDF(
@@ -64,16 +65,16 @@ class ExactChecker:
         self.last_group = max(self.group.values())
         self.obstacles: list[int] = []
         self.attached: list[tuple[int, np.ndarray]] = []  # (body, flange_T_box centre)
-        self._flange = self.link_index["flange"]
+        self._flange = self.link_index.get("flange", max(self.link_index.values()))
+        self.disabled = {
+            frozenset((self.link_index[a], self.link_index[b])) for a, b in disabled_pairs
+        }
         self.contact_threshold = 0.0
         if scene is not None:
             self.add_scene(scene)
         links = [k for k in self.group if self._has_shape(k)]
         self.self_pairs = [
-            (a, b)
-            for a in links
-            for b in links
-            if a < b and abs(self.group[a] - self.group[b]) >= 2
+            (a, b) for a in links for b in links if a < b and not self._link_pair_ok(a, b)
         ]
         self.calls = 0
 
@@ -163,7 +164,7 @@ class ExactChecker:
                 )
 
     def _link_pair_ok(self, la: int, lb: int) -> bool:
-        return abs(self.group[la] - self.group[lb]) < 2
+        return abs(self.group[la] - self.group[lb]) < 2 or frozenset((la, lb)) in self.disabled
 
     def colliding(self, q: np.ndarray) -> bool:
         """True when configuration q (6,) rad collides: one detection pass lists candidate

@@ -7,12 +7,13 @@ Joint arrays are ``(6,)`` (or ``(N, 6)`` batches) in the order of ``joint_names`
 from __future__ import annotations
 
 import functools
+import math
 import pathlib
 from functools import cached_property
 
 import numpy as np
 
-from twin.kinematics import analytic_ik, numeric_ik, scalar_ik
+from twin.kinematics import analytic_ik, numeric_ik, scalar_ik, srdf
 from twin.kinematics.chain import LinkChain
 from twin.kinematics.fk import KinematicTree, assemble
 from twin.kinematics.urdf import (
@@ -20,6 +21,8 @@ from twin.kinematics.urdf import (
     CollisionShape,
     Inertial,
     UrdfError,
+    UrdfJoint,
+    UrdfLink,
     UrdfRobot,
     parse_urdf,
 )
@@ -34,12 +37,28 @@ class ArmModel:
 
     lower, upper: (n,) rad; velocity_limits: (n,) rad/s; effort_limits: (n,) N m;
     home_q: (n,) rad (from the URDF's ``<group_state name="home">``, else zeros).
+
+    Frames ``flange`` and ``tcp``: the URDF's links of those names; when it has none, a frame
+    fixed to the last link of the chain (``tip_link``) at ``flange_offset`` ((4, 4)
+    ``tip_T_flange``, default identity), and ``tcp`` at ``tcp_offset`` ((4, 4)
+    ``flange_T_tcp``, default identity). ``srdf``: the MoveIt SRDF whose
+    ``<disable_collisions>`` pairs are never checked for self-collision
+    (``disabled_collision_pairs``); ``None`` reads ``<urdf stem>.srdf`` beside the URDF if it
+    exists, ``False`` reads none.
     """
 
     def __init__(
-        self, robot: UrdfRobot, urdf_path: pathlib.Path, home_q: np.ndarray | None = None
+        self,
+        robot: UrdfRobot,
+        urdf_path: pathlib.Path,
+        home_q: np.ndarray | None = None,
+        *,
+        flange_offset: np.ndarray | None = None,
+        tcp_offset: np.ndarray | None = None,
+        srdf_path: str | pathlib.Path | bool | None = None,
     ) -> None:
         self.urdf_path = pathlib.Path(urdf_path)
+        robot = _with_default_frames(robot, flange_offset, tcp_offset)
         self.robot = robot
         joints = _serial_movable_joints(robot)
         self.joint_names: tuple[str, ...] = tuple(j.name for j in joints)
@@ -68,12 +87,37 @@ class ArmModel:
         self.home_q = home
         self._home_list = home.tolist()  # the default reference of the single-pose IK
         self._analytic = analytic_ik.SphericalWristIk.build(self)
+        if srdf_path is None:
+            srdf_path = srdf.srdf_beside(self.urdf_path)
+        self.srdf_path = None if srdf_path in (None, False) else pathlib.Path(srdf_path)
+        #: Sorted link-name pairs never checked for self-collision (from the SRDF).
+        self.disabled_collision_pairs: frozenset[tuple[str, str]] = (
+            frozenset()
+            if self.srdf_path is None
+            else srdf.disabled_pairs(self.srdf_path, tuple(robot.links))
+        )
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def from_urdf(cls, path: str | pathlib.Path, home_q: np.ndarray | None = None) -> ArmModel:
-        """Model of the URDF at ``path``; ``home_q`` (n,) rad overrides the file's home."""
-        return cls(parse_urdf(path), pathlib.Path(path), home_q)
+    def from_urdf(
+        cls,
+        path: str | pathlib.Path,
+        home_q: np.ndarray | None = None,
+        *,
+        flange_offset: np.ndarray | None = None,
+        tcp_offset: np.ndarray | None = None,
+        srdf: str | pathlib.Path | bool | None = None,
+    ) -> ArmModel:
+        """Model of the URDF at ``path``; ``home_q`` (n,) rad overrides the file's home; the
+        other options: see the class doc."""
+        return cls(
+            parse_urdf(path),
+            pathlib.Path(path),
+            home_q,
+            flange_offset=flange_offset,
+            tcp_offset=tcp_offset,
+            srdf_path=srdf,
+        )
 
     @classmethod
     def default(cls) -> ArmModel:
@@ -270,6 +314,13 @@ class ArmModel:
             for s in self.robot.links[link].collisions
         ]
 
+    def collision_mesh_files(self, link: str) -> tuple[pathlib.Path | None, ...]:
+        """The resolved file of each of ``link``'s collision shapes that is a mesh (None for a
+        primitive), in the order of ``collision_shapes``."""
+        self._check_link(link)
+        found = self.robot.links[link].mesh_files
+        return found + (None,) * (len(self.robot.links[link].collisions) - len(found))
+
     # -- helpers ------------------------------------------------------------------------------
     def _check_link(self, link: str) -> None:
         if link not in self.tree.index:
@@ -289,6 +340,46 @@ def _default_model() -> ArmModel:
     from twin import assets
 
     return ArmModel.from_urdf(assets.arm_urdf_path())
+
+
+def _with_default_frames(
+    robot: UrdfRobot, flange_offset: np.ndarray | None, tcp_offset: np.ndarray | None
+) -> UrdfRobot:
+    """``robot`` with a fixed ``flange`` frame on the chain's last link and a ``tcp`` frame on
+    the flange, each added only when the URDF has no link of that name (offsets (4, 4))."""
+    links, joints = dict(robot.links), list(robot.joints)
+    tip = _serial_movable_joints(robot)[-1].child
+    for name, parent, offset in (("flange", tip, flange_offset), ("tcp", "flange", tcp_offset)):
+        if name in links:
+            if offset is not None:
+                raise ValueError(
+                    f"{robot.name!r} has a {name!r} link; a {name}_offset applies only to a "
+                    "URDF without one"
+                )
+            continue
+        origin = np.eye(4) if offset is None else np.asarray(offset, dtype=float)
+        if origin.shape != (4, 4) or not np.all(np.isfinite(origin)):
+            raise ValueError(f"{name}_offset must be a finite (4, 4) transform, got {origin}")
+        links[name] = UrdfLink(name=name, inertial=None, collisions=())
+        joints.append(
+            UrdfJoint(
+                name=f"{name}_frame",
+                type="fixed",
+                parent=parent,
+                child=name,
+                origin=origin.copy(),
+                axis=np.array([1.0, 0.0, 0.0]),
+                lower=-math.inf,
+                upper=math.inf,
+                velocity=math.inf,
+                effort=math.inf,
+            )
+        )
+    if len(links) == len(robot.links):
+        return robot
+    return UrdfRobot(
+        name=robot.name, links=links, joints=tuple(joints), root=robot.root, home=robot.home
+    )
 
 
 def _frozen(values: list[float]) -> np.ndarray:

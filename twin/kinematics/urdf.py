@@ -1,6 +1,6 @@
 """A small URDF reader (``xml.etree``) for the parts kinematics and planning need.
 
-Reads links (inertial, collision primitives), joints (origin ``xyz``/``rpy``, axis, limits) and
+Reads links (inertial, collision primitives and meshes), joints (origin ``xyz``/``rpy``, axis, limits) and
 an optional SRDF-style ``<group_state name="home">`` with the home configuration. Visual
 geometry, materials and transmissions are ignored. All values are SI (m, rad, kg, kg m^2).
 
@@ -9,6 +9,9 @@ link or joint and what was expected: links and joints must form a tree (one root
 joint per other link, no kinematic cycle); a link's mass must be finite and > 0 kg and its
 inertia tensor finite and positive definite; a movable joint needs ``<limit>`` with finite
 ``effort`` > 0 N m and ``velocity`` > 0 rad/s, and a revolute joint finite ``lower < upper``.
+
+Mesh collision files (``<mesh filename=... scale=...>``) are resolved when the file is parsed
+(``resolve_mesh_uri``); the mesh itself is read by the planner's sphere generation.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ PRIMITIVE_DIMS = {
     "box": "(size_x, size_y, size_z) m, full edge lengths, centred on the origin",
     "cylinder": "(radius, length) m, axis along the shape's z, centred on the origin",
     "sphere": "(radius,) m",
+    "mesh": "(scale_x, scale_y, scale_z), the mesh file's scale (its vertices are in m)",
 }
 
 
@@ -42,8 +46,9 @@ class UrdfError(ValueError):
 class CollisionShape(NamedTuple):
     """One collision primitive of a link.
 
-    kind: ``"box"``, ``"cylinder"`` or ``"sphere"`` (see ``PRIMITIVE_DIMS``).
-    dims: sizes in m. origin: (4, 4) ``link_T_shape``.
+    kind: ``"box"``, ``"cylinder"``, ``"sphere"`` or ``"mesh"`` (see ``PRIMITIVE_DIMS``).
+    dims: sizes in m (a mesh: its scale). origin: (4, 4) ``link_T_shape``. The file of a mesh
+    is in ``UrdfLink.mesh_files`` at the same index.
     """
 
     kind: str
@@ -66,9 +71,12 @@ class Inertial:
 
 @dataclass(frozen=True, eq=False)
 class UrdfLink:
+    """A link; ``mesh_files[i]`` is the resolved file of ``collisions[i]`` when it is a mesh."""
+
     name: str
     inertial: Inertial | None
     collisions: tuple[CollisionShape, ...]
+    mesh_files: tuple[pathlib.Path | None, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,7 +131,7 @@ def parse_urdf(path: str | pathlib.Path) -> UrdfRobot:
         raise UrdfError(f"{path}: root element is <{root.tag}>, expected <robot>")
     links = {}
     for el in root.findall("link"):
-        link = _parse_link(el)
+        link = _parse_link(el, path)
         if link.name in links:
             raise UrdfError(f"{path}: link {link.name!r} is defined twice")
         links[link.name] = link
@@ -214,7 +222,7 @@ def _origin(el: ET.Element | None, what: str) -> np.ndarray:
     return transform_from_xyz_rpy(xyz, rpy)
 
 
-def _parse_link(el: ET.Element) -> UrdfLink:
+def _parse_link(el: ET.Element, urdf_path: pathlib.Path) -> UrdfLink:
     name = el.get("name")
     if not name:
         raise UrdfError("a <link> has no name")
@@ -243,13 +251,40 @@ def _parse_link(el: ET.Element) -> UrdfLink:
             )
         rot = origin[:3, :3]
         inertial = Inertial(mass=mass, com=origin[:3, 3].copy(), inertia=rot @ tensor @ rot.T)
-    shapes = []
+    shapes, files = [], []
     for i, col in enumerate(el.findall("collision")):
-        shapes.append(_parse_collision(col, f"{what} collision {i}"))
-    return UrdfLink(name=name, inertial=inertial, collisions=tuple(shapes))
+        shape, file = _parse_collision(col, f"{what} collision {i}", urdf_path)
+        shapes.append(shape)
+        files.append(file)
+    return UrdfLink(name=name, inertial=inertial, collisions=tuple(shapes), mesh_files=tuple(files))
 
 
-def _parse_collision(el: ET.Element, what: str) -> CollisionShape:
+def resolve_mesh_uri(uri: str, urdf_path: pathlib.Path, what: str = "mesh") -> pathlib.Path:
+    """The file a URDF mesh ``filename`` names, for the URDF at ``urdf_path``.
+
+    ``package://<pkg>/<rest>``: the first of ``D/<pkg>/<rest>`` that exists, for ``D`` the
+    URDF's folder and then each of its parents (a ROS package folder beside or above the URDF,
+    as in ``<pkg>/urdf/robot.urdf`` with ``<pkg>/meshes/...``). ``file://<path>`` and plain
+    paths: absolute, or relative to the URDF's folder. Raises ``UrdfError`` naming the file
+    and the places looked in when none exists.
+    """
+    folder = pathlib.Path(urdf_path).resolve().parent
+    if uri.startswith("package://"):
+        rest = uri[len("package://") :].lstrip("/")
+        tried = [d / rest for d in (folder, *folder.parents)]
+    else:
+        plain = pathlib.Path(uri[len("file://") :] if uri.startswith("file://") else uri)
+        tried = [plain if plain.is_absolute() else folder / plain]
+    for candidate in tried:
+        if candidate.is_file():
+            return candidate
+    shown = ", ".join(str(t) for t in tried[:3]) + (", ..." if len(tried) > 3 else "")
+    raise UrdfError(f"{what}: mesh file {uri!r} not found; looked for {shown}")
+
+
+def _parse_collision(
+    el: ET.Element, what: str, urdf_path: pathlib.Path
+) -> tuple[CollisionShape, pathlib.Path | None]:
     origin = _origin(el.find("origin"), what)
     geometry = el.find("geometry")
     if geometry is None or len(geometry) != 1:
@@ -261,14 +296,23 @@ def _parse_collision(el: ET.Element, what: str) -> CollisionShape:
         dims = (_attr(shape, "radius", what), _attr(shape, "length", what))
     elif shape.tag == "sphere":
         dims = (_attr(shape, "radius", what),)
+    elif shape.tag == "mesh":
+        uri = shape.get("filename")
+        if not uri:
+            raise UrdfError(f"{what}: <mesh> without a filename")
+        dims = tuple(_floats(shape.get("scale"), 3, (1.0, 1.0, 1.0), f"{what} mesh scale"))
+        if min(dims) <= 0.0:
+            raise UrdfError(f"{what}: mesh scale must be positive, got {dims}")
+        file = resolve_mesh_uri(uri, urdf_path, what)
+        return CollisionShape("mesh", tuple(float(d) for d in dims), origin), file
     else:
         raise UrdfError(
             f"{what}: <{shape.tag}> collision geometry is not supported; "
-            f"expected one of the primitives {sorted(PRIMITIVE_DIMS)}"
+            f"expected one of {sorted(PRIMITIVE_DIMS)}"
         )
     if min(dims) <= 0.0:
         raise UrdfError(f"{what}: {shape.tag} sizes must be positive, got {dims}")
-    return CollisionShape(shape.tag, tuple(float(d) for d in dims), origin)
+    return CollisionShape(shape.tag, tuple(float(d) for d in dims), origin), None
 
 
 def _parse_joint(el: ET.Element, links: dict[str, UrdfLink]) -> UrdfJoint:

@@ -5,7 +5,8 @@ group ``k`` the links carried by joint ``k`` and no later joint (so the flange, 
 TCP belong to the last group). Each group has an *anchor*: the child link of its joint, whose
 origin lies on the joint axis. Spheres are stored in their group's anchor frame.
 
-Bodies: one per URDF collision primitive (``"<link>#<index>"``), plus the attached bodies
+Bodies: one per URDF collision shape (``"<link>#<index>"``; a mesh is covered by
+``mesh_spheres``: its convex pieces' hulls), plus the attached bodies
 (replaceable tool, carried object) on the last group. Collision rules (the same rules the exact PyBullet check
 in the tests uses):
 
@@ -13,6 +14,7 @@ in the tests uses):
 * bodies of the same group, or of groups joined by one joint, are never checked against each
   other (adjacent links touch at their joint by design); attached bodies are checked against every
   URDF body outside the last group, never against each other;
+* bodies of two links the model's SRDF disables (``disabled_collision_pairs``) are never checked;
 * of the remaining pairs, the generated self-collision matrix (``self_collision``) drops those
   that never come close over many sampled configurations.
 """
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.planning.collision import self_collision
+from twin.planning.collision import mesh_spheres, self_collision
 from twin.planning.collision import spheres as sph
 from twin.planning.collision.spheres import SphereSet
 from twin.spatial import batch
@@ -99,14 +101,18 @@ class RobotSpheres:
         self._chain = AnchorChain(model, anchors)
         bodies = []
         for link in model.link_names:
+            files = _mesh_files(model, link)
             for i, shape in enumerate(model.collision_shapes(link)):
-                cover = self._cover_shape(link, shape)
+                cover = self._cover_shape(link, shape, files[i])
                 bodies.append(Body(f"{link}#{i}", groups[link], cover))
         self.urdf_bodies: tuple[Body, ...] = tuple(bodies)
+        #: Sorted body-name pairs never checked: their links are disabled by the model's SRDF.
+        self.disabled_pairs = self_collision.disabled_body_pairs(model, self.urdf_bodies)
         self.attached: dict[str, Body] = {}
         self.kept_pairs: frozenset = frozenset()
         if matrix:
             key = (str(model.urdf_path), self_collision.CLEARANCE)
+            key += (self.disabled_pairs,)
             if key not in _MATRIX_CACHE:
                 _MATRIX_CACHE[key] = self_collision.load_or_generate(model, self)
             self.kept_pairs = _MATRIX_CACHE[key]
@@ -126,9 +132,13 @@ class RobotSpheres:
         """Constant transform (4, 4) from the anchor frame of ``link``'s group to ``link``."""
         return self._anchor_T_link[link]
 
-    def _cover_shape(self, link: str, shape) -> SphereSet:
+    def _cover_shape(self, link: str, shape, mesh_file=None) -> SphereSet:
         kind, dims, origin = shape
-        if kind == "sphere":
+        if kind == "mesh":
+            s = mesh_spheres.cover_mesh_file(
+                mesh_file, tuple(dims), self.max_radius, self.max_slack
+            )
+        elif kind == "sphere":
             s = sph.cover_sphere(dims[0])
         elif kind == "cylinder":
             s = sph.cover_cylinder(dims[0], dims[1], self.max_radius, self.max_slack)
@@ -143,12 +153,21 @@ class RobotSpheres:
 
     def primitive_bodies(self) -> list[tuple[str, int, list]]:
         """``(name, group, [(kind, dims, anchor_T_shape (4, 4))])`` per URDF body: one body per
-        collision primitive, named ``"<link>#<index>"``."""
+        collision shape, named ``"<link>#<index>"``; a mesh is given as its cover's spheres."""
         out = []
+        body = {b.name: b for b in self.urdf_bodies}
         for link in self.model.link_names:
             for i, (kind, dims, origin) in enumerate(self.model.collision_shapes(link)):
-                pose = self._anchor_T_link[link] @ origin
-                out.append((f"{link}#{i}", self.link_group[link], [(kind, np.asarray(dims), pose)]))
+                name = f"{link}#{i}"
+                if kind == "mesh":
+                    cover = body[name].spheres
+                    prims = [
+                        ("sphere", np.array([r]), _at(c))
+                        for c, r in zip(cover.centers, cover.radii)
+                    ]
+                else:
+                    prims = [(kind, np.asarray(dims), self._anchor_T_link[link] @ origin)]
+                out.append((name, self.link_group[link], prims))
         return out
 
     def set_attached(self, name: str, spheres_in_anchor: SphereSet | None) -> None:
@@ -248,6 +267,8 @@ class RobotSpheres:
         if a.attached or b.attached:
             other = b if a.attached else a
             return other.group != self.last_group
+        if tuple(sorted((a.name, b.name))) in self.disabled_pairs:
+            return False
         return (a.name, b.name) in self.kept_pairs or (b.name, a.name) in self.kept_pairs
 
     # ------------------------------------------------------------------------------ batched
@@ -317,6 +338,20 @@ class AnchorChain:
         np.cumsum(steps, axis=1, out=trans[:, 1:])
         trans[:, 1:] += self.base[:3, 3]
         return rot, trans
+
+
+def _at(center: np.ndarray) -> np.ndarray:
+    out = np.eye(4)
+    out[:3, 3] = center
+    return out
+
+
+def _mesh_files(model, link: str) -> tuple:
+    """The mesh file of each collision shape of ``link`` (None for primitives); a model without
+    ``collision_mesh_files`` has primitives only."""
+    count = len(model.collision_shapes(link))
+    get = getattr(model, "collision_mesh_files", None)
+    return tuple(get(link)) if get is not None else (None,) * count
 
 
 def _groups_and_anchors(model) -> tuple[dict[str, int], list[str]]:

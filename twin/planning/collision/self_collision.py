@@ -1,15 +1,21 @@
 """The generated self-collision matrix: which pairs of robot bodies are checked against each other.
 
-Adjacent bodies (groups joined by one joint) are never checked. For every other pair of URDF
-bodies the exact distance between their collision primitives is measured on ``SAMPLES`` random
-configurations of the joints between them (the only joints that move one relative to the other):
-surface points of each body, spaced ``SPACING``, are evaluated in the other body's exact signed
-distance, and the minimum less the spacing is a lower bound of the distance at that sample. The sphere model
-(which covers the geometry) screens the samples first: only samples where the spheres come within
-``CLEARANCE`` need the exact evaluation (at most ``EXACT_SAMPLES`` of them, drawn at random).
-A pair that never comes within ``CLEARANCE`` is dropped; the rest are kept. Like MoveIt's
-"never in collision" pairs this is a sampled decision, made with a safety distance; the exact
-PyBullet comparison in the tests and benchmarks checks it (every pair not adjacent, exactly).
+Never checked: adjacent bodies (groups joined by one joint) and bodies of link pairs the model's
+SRDF disables (``disabled_body_pairs``). Every other pair of URDF bodies is screened on the same
+``SAMPLES`` random configurations (fixed seed ``SEED``, uniform within the joint limits, a
+continuous joint within ``[-pi, pi]``), in chunks, with one batched FK of the group anchors per
+chunk: the lower bound of the pair's distance from its sphere covers (which contain the geometry)
+is the smallest gap between their spheres. A pair that never comes within ``CLEARANCE`` is
+dropped. A pair that does is kept at once (early acceptance, its later chunks skipped), except
+when both bodies are boxes or cylinders, whose covers are loose and whose exact distance is
+known (a mesh's is not: its spheres decide): then the samples where the
+spheres come within ``CLEARANCE`` (at most ``EXACT_SAMPLES`` of them, the first ones) get the
+exact evaluation (surface points of each body, spaced ``SPACING``, in the other body's exact
+signed distance; the minimum less the spacing is a lower bound), stopping at the first chunk
+below ``CLEARANCE``. Like MoveIt's "never in collision" pairs this is a sampled decision, made
+with a safety distance; the exact PyBullet comparison in the tests and benchmarks checks it.
+Deterministic: the same model gives the same pairs. ``min_distance_m`` records, per screened
+pair, the smallest bound seen before its decision.
 
 The result is stored per URDF (keyed by the file's SHA-256) in ``assets/planning`` so planners
 load it instead of regenerating it; ``python -m twin.planning.collision.robot_model`` rewrites it
@@ -58,53 +64,93 @@ def load_or_generate(model, robot) -> frozenset:
     return frozenset(generate(model, robot)[0])
 
 
-def generate(
-    model, robot, samples: int = SAMPLES
-) -> tuple[list[tuple[str, str]], dict[str, float]]:
-    """(kept pairs, minimum measured distance lower bound per non-adjacent pair "a|b", m)."""
-    rng = np.random.default_rng(SEED)
-    lower, upper = np.asarray(model.lower), np.asarray(model.upper)
-    home = np.asarray(model.home_q, dtype=float)
-    prims = {name: p for name, _, p in robot.primitive_bodies()}
-    spheres = {b.name: b for b in robot.urdf_bodies}
-    surface = {name: _body_surface(p) for name, p in prims.items()}
-    kept, closest = [], {}
-    bodies = robot.urdf_bodies
+def disabled_body_pairs(model, bodies) -> frozenset:
+    """Sorted body-name pairs whose links the model's SRDF disables (bodies ``"<link>#<i>"``)."""
+    links = getattr(model, "disabled_collision_pairs", frozenset())
+    out = set()
     for i, a in enumerate(bodies):
+        la = a.name.rsplit("#", 1)[0]
         for b in bodies[i + 1 :]:
-            if abs(a.group - b.group) < 2:
-                continue
-            lo, hi = sorted((a.group, b.group))
-            q = np.repeat(home[None], samples, axis=0)
-            q[:, lo:hi] = rng.uniform(lower[lo:hi], upper[lo:hi], size=(samples, hi - lo))
-            bound = _sphere_distance(robot, q, spheres[a.name], spheres[b.name])
-            close = np.flatnonzero(bound < CLEARANCE)
-            d = float(bound.min())
-            if len(close):
-                if len(close) > EXACT_SAMPLES:
-                    close = rng.choice(close, EXACT_SAMPLES, replace=False)
-                d = _pair_distance(
-                    model, q[close],
-                    robot.anchors[a.group], surface[a.name], prims[a.name],
-                    robot.anchors[b.group], surface[b.name], prims[b.name],
-                )  # fmt: skip
-            closest[f"{a.name}|{b.name}"] = d
-            if d < CLEARANCE:
-                kept.append((a.name, b.name))
-    return kept, closest
+            if tuple(sorted((la, b.name.rsplit("#", 1)[0]))) in links:
+                out.add(tuple(sorted((a.name, b.name))))
+    return frozenset(out)
 
 
-def _sphere_distance(robot, q: np.ndarray, a, b, chunk: int = 2000) -> np.ndarray:
-    """Lower bound (N,) m of the distance between two bodies from their sphere covers."""
-    out = np.empty(len(q))
-    for s in range(0, len(q), chunk):
+def candidate_pairs(model, robot) -> list[tuple[int, int]]:
+    """Indices into ``robot.urdf_bodies`` of the pairs the matrix decides (see the module doc)."""
+    bodies = robot.urdf_bodies
+    disabled = disabled_body_pairs(model, bodies)
+    return [
+        (i, j)
+        for i, a in enumerate(bodies)
+        for j in range(i + 1, len(bodies))
+        if abs(a.group - bodies[j].group) >= 2
+        and tuple(sorted((a.name, bodies[j].name))) not in disabled
+    ]
+
+
+def sample_configurations(model, samples: int, seed: int = SEED) -> np.ndarray:
+    """Uniform configurations (samples, n) rad within the limits (continuous: ``[-pi, pi]``)."""
+    lower = np.maximum(np.asarray(model.lower, dtype=float), -np.pi)
+    upper = np.minimum(np.asarray(model.upper, dtype=float), np.pi)
+    return np.random.default_rng(seed).uniform(lower, upper, size=(samples, len(lower)))
+
+
+def generate(
+    model, robot, samples: int = SAMPLES, chunk: int = 2000
+) -> tuple[list[tuple[str, str]], dict[str, float]]:
+    """(kept pairs, smallest distance lower bound seen per screened pair "a|b", m)."""
+    bodies = robot.urdf_bodies
+    prims = {name: p for name, _, p in robot.primitive_bodies()}
+    exact_needed = {
+        i: any(kind in ("box", "cylinder") for kind, _, _ in prims[b.name])
+        for i, b in enumerate(bodies)
+    }
+    q = sample_configurations(model, samples)
+    pending = candidate_pairs(model, robot)
+    closest = {p: np.inf for p in pending}
+    close_samples: dict[tuple[int, int], list[np.ndarray]] = {p: [] for p in pending}
+    kept: set[tuple[int, int]] = set()
+    for s in range(0, samples, chunk):
         rot, trans = robot.anchor_frames(q[s : s + chunk])
-        ca = np.einsum("nij,sj->nsi", rot[:, a.group], a.spheres.centers) + trans[:, a.group, None]
-        cb = np.einsum("nij,sj->nsi", rot[:, b.group], b.spheres.centers) + trans[:, b.group, None]
-        d = np.linalg.norm(ca[:, :, None] - cb[:, None], axis=-1)
-        gap = d - a.spheres.radii[:, None] - b.spheres.radii[None, :]
-        out[s : s + chunk] = gap.reshape(len(gap), -1).min(axis=1)
-    return out
+        centers = [
+            np.einsum("nij,sj->nsi", rot[:, b.group], b.spheres.centers) + trans[:, b.group, None]
+            for b in bodies
+        ]
+        for pair in list(pending):
+            i, j = pair
+            d = np.linalg.norm(centers[i][:, :, None] - centers[j][:, None], axis=-1)
+            gap = d - bodies[i].spheres.radii[:, None] - bodies[j].spheres.radii[None, :]
+            gap = gap.reshape(len(gap), -1).min(axis=1)
+            closest[pair] = min(closest[pair], float(gap.min()))
+            near = np.flatnonzero(gap < CLEARANCE)
+            if not len(near):
+                continue
+            if not (exact_needed[i] and exact_needed[j]):
+                kept.add(pair)
+                pending.remove(pair)
+            else:
+                close_samples[pair].append(q[s + near])
+    surface = {}
+    for pair in pending:
+        found = close_samples[pair]
+        if not found:
+            continue
+        close = np.concatenate(found)[:EXACT_SAMPLES]
+        a, b = bodies[pair[0]], bodies[pair[1]]
+        for name in (a.name, b.name):
+            if name not in surface:
+                surface[name] = _body_surface(prims[name])
+        d = _pair_distance(
+            model, close,
+            robot.anchors[a.group], surface[a.name], prims[a.name],
+            robot.anchors[b.group], surface[b.name], prims[b.name],
+        )  # fmt: skip
+        closest[pair] = d
+        if d < CLEARANCE:
+            kept.add(pair)
+    names = [(bodies[i].name, bodies[j].name) for i, j in sorted(kept)]
+    return names, {f"{bodies[i].name}|{bodies[j].name}": d for (i, j), d in closest.items()}
 
 
 def _pair_distance(model, q, la, sa, pa, lb, sb, pb, chunk: int = 100) -> float:
@@ -114,6 +160,8 @@ def _pair_distance(model, q, la, sa, pa, lb, sb, pb, chunk: int = 100) -> float:
     """
     best = np.inf
     for s in range(0, len(q), chunk):
+        if best < CLEARANCE:  # early acceptance: the pair is kept
+            break
         frames = model.fk_all(q[s : s + chunk])
         a_T_b = batch.invert_matrices(frames[la]) @ frames[lb]
         b_T_a = batch.invert_matrices(a_T_b)
@@ -125,7 +173,8 @@ def _pair_distance(model, q, la, sa, pa, lb, sb, pb, chunk: int = 100) -> float:
 
 
 def _body_sdf(prims: list, points: np.ndarray) -> np.ndarray:
-    """Signed distance lower bound (...,) to the union of primitives (exact outside)."""
+    """Signed distance lower bound (...,) to the union of primitives (exact outside); a mesh's
+    sphere cover stands for it (``primitive_bodies`` gives it as spheres)."""
     flat = points.reshape(-1, 3)
     out = np.full(len(flat), np.inf)
     for kind, dims, pose in prims:
