@@ -34,6 +34,8 @@ import logging
 import os
 import threading
 import time
+from functools import partial
+from math import isfinite
 
 import numpy as np
 
@@ -83,7 +85,7 @@ class OnnxRLController:
         # (component, compiled call) pairs and bound hooks, resolved once in ``init`` (_compile).
         self._readers: tuple = ()
         self._writers: tuple = ()
-        self._begin_cycle = self._end_cycle = self._evaluate = self._outputs_finite = None
+        self._begin_cycle = self._end_cycle = self._evaluate = self._arena_dot = None
         #: Wall time (s) of the last inference, (1,) float64 (registered for data collection).
         self.inference_duration_s = np.zeros(1)
         #: Why the last ``create``/``init`` failed (a ``ControlError``), else ``None``.
@@ -182,7 +184,8 @@ class OnnxRLController:
         self._readers = tuple((c, c.compile(rt, state, command)) for c in self._context.inputs)
         self._writers = tuple((c, c.compile(rt, state, command)) for c in self._context.outputs)
         self._begin_cycle, self._end_cycle = state.begin_cycle, state.end_cycle
-        self._evaluate, self._outputs_finite = rt.evaluate, rt.outputs_finite
+        self._evaluate = rt.evaluate
+        self._arena_dot = partial(rt.output_arena.dot, rt.output_arena)  # outputs_finite, inline
 
     def _register_data_sources(self) -> bool:
         """Every float32 input and output, and the inference duration (as the reference does)."""
@@ -268,7 +271,7 @@ class OnnxRLController:
         self.inference_duration_s[0] = _clock() - t0
         if not ok:
             return self._set_fault(self.runtime.last_error or "inference failed")
-        if not self._outputs_finite():
+        if not isfinite(self._arena_dot()):  # rt.outputs_finite()
             rt = self.runtime
             bad = rt.non_finite_outputs()
             return self._set_fault(
