@@ -106,12 +106,13 @@ class JointLimits:
 
         q, qd, tau, kp, kd: the command's rows ``q_des, qd_des, tau_ff, kp, kd``, n floats each.
         """
+        big = _FAST_GAIN
         for a, b, c, k, d, (low, high, v_lo, v_hi, e_lo, e_hi) in zip(
             q, qd, tau, kp, kd, self._bounds
         ):
             # chained comparisons against finite bounds: nan and inf fail every one of them
             if not (
-                _FAST_GAIN > k > 0.0 <= d < _FAST_GAIN
+                big > k > 0.0 <= d < big
                 and low <= a <= high
                 and v_lo <= b <= v_hi
                 and e_lo <= c <= e_hi
