@@ -293,7 +293,15 @@ class RobotStateAdapter(RobotStateInterface):
         self._dirty = True
         return True
 
-    def joint_targets_writer(self, group, position, velocity, effort, p_gain, d_gain):
+    def joint_targets_writer(
+        self,
+        group: JointGroupInfo,
+        position: np.ndarray,
+        velocity: np.ndarray,
+        effort: np.ndarray,
+        p_gain: np.ndarray,
+        d_gain: np.ndarray,
+    ) -> Callable[[], bool]:
         """Per call: the targets into the staging rows. For a group of all the robot's joints in
         order the gains, the policy's constants, are staged once, here, also as the last command
         sent (which a refused write restores)."""
