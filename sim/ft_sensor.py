@@ -152,6 +152,8 @@ class FtSensorModel:
         """Recompute rate and filter window from ``settings`` (run on ``R`` and at start)."""
         sinc = self.settings.sinc_length
         period_s = sinc / ADC_CLOCK_HZ
+        #: The output period in force, us.
+        self.period_us = sinc * 1e6 / ADC_CLOCK_HZ
         self.window = max(1, round(period_s / self.physics_dt)) if self.config.lowpass else 1
         self._ring = deque(self._ring, maxlen=self.window)
         self._instant_num = sinc * 625  # nominal instants k * sinc * 625 / 32 us
@@ -163,10 +165,6 @@ class FtSensorModel:
     @property
     def sinc_length(self) -> int:
         return self.settings.sinc_length
-
-    @property
-    def period_us(self) -> float:
-        return self.settings.sinc_length * 1e6 / ADC_CLOCK_HZ
 
     def temperature_c(self, t_us: int) -> float:
         c = self.config

@@ -56,8 +56,8 @@ from twin.robot import (
     RobotState,
     WrenchBatch,
     hold_command,
-    joint_torque,
     robot_state,
+    torque_law,
 )
 from twin.scenes import Scene
 
@@ -194,6 +194,7 @@ class PyBulletRobot(Robot):
         self._push = None  # () -> None, applies the external force for one physics step
         self._follower: Follower | None = None
         self._follow_t_us: int | None = None
+        self._law = self._law_cmd = None  # torque_law of the command in force (step)
 
     @property
     def engine(self) -> Engine:
@@ -243,7 +244,8 @@ class PyBulletRobot(Robot):
     def read(self) -> RobotState:
         """The state at the end of the last physics step: ``tau`` is the torque applied in it;
         ``wrench``/``imu`` are the sensors' latest samples (``None`` before their first sample)."""
-        self._check_open()
+        if not self._engine.is_open:  # (the check inline: a control-cycle hot path)
+            self._check_open()
         health = _WATCHDOG if self._holding else _OK
         w = self._ft.latest
         if w is not None and self._t_us - w.t_us > _FT_STALE_PERIODS * self._ft.period_us:
@@ -263,51 +265,54 @@ class PyBulletRobot(Robot):
         return ControlDiagnostics(self.control_period_s, cycles, 0, 1.0 / self.control_period_s)
 
     def _apply(self, command: JointCommand) -> None:
-        self._check_open()
+        if not self._engine.is_open:
+            self._check_open()
         self._cmd = command
         self._holding = False
         self._watchdog.feed(self._t_us)
 
     def step(self) -> None:
-        """Advance ``control_period_s``: the law, one physics step and the sensors, per substep."""
+        """Advance ``control_period_s``: the law, one physics step and the sensors, per substep.
+
+        Per physics step the law runs on Python floats (``torque_law``, compiled once per
+        command) and the joint state stays in the engine's tuples: the state's arrays are built
+        once, after the last substep."""
         self._check_open()
         if not self._holding and self._watchdog.expired(self._t_us):
             self._cmd = self._hold(self._q, self._cmd)
             self._holding = True
-        cmd, effort, io, ft_observe, imu = (
-            self._cmd,
-            self._effort,
-            self._io,
-            self._ft.observe,
-            self._imu,
-        )
+        cmd, io, imu = self._cmd, self._io, self._imu
+        law = self._law
+        if law is None or self._law_cmd is not cmd:
+            law = self._law = torque_law(cmd, self._effort)
+            self._law_cmd = cmd
         set_torques, physics_step, joint_states, link_state = (
             io.set_torques,
             io.step,
             io.joint_states,
             io.link_state,
         )
-        imu_dt_us, imu_observe = imu.dt_us, imu.observe
-        q, qd, u, n, dt_us = self._q, self._qd, self._tau, self._n, self._dt_us
-        t, push = self._t_us, self._push
+        ft_observe, imu_dt_us, imu_observe = self._ft.observe, imu.dt_us, imu.observe
+        q, qd = self._q.tolist(), self._qd.tolist()
+        n, dt_us, t, push = self._n, self._dt_us, self._t_us, self._push
         for _ in range(self._substeps):
-            u = joint_torque(cmd, q, qd, effort)
-            set_torques(forces=u.tolist())
+            u = law(q, qd)
+            set_torques(forces=u)
             if push is not None:
                 push()
             physics_step()
             n += 1
             t = round(n * dt_us)
             s1, s2, s3, s4, s5, s6, sft = joint_states()
-            x = np.array(
-                (s1[0], s2[0], s3[0], s4[0], s5[0], s6[0], s1[1], s2[1], s3[1], s4[1], s5[1], s6[1])
-            )
-            q, qd = x[:6], x[6:]
+            q = (s1[0], s2[0], s3[0], s4[0], s5[0], s6[0])
+            qd = (s1[1], s2[1], s3[1], s4[1], s5[1], s6[1])
             ft_observe(t, sft[2])
             if t + imu_dt_us >= imu.next_us:
                 imu_observe(t, link_state())
-        x.flags.writeable = u.flags.writeable = False  # the state's arrays: read-only views
-        self._q, self._qd, self._tau, self._n, self._t_us = x[:6], x[6:], u, n, t
+        x = np.array(q + qd)
+        tau = np.array(u)
+        x.flags.writeable = tau.flags.writeable = False  # the state's arrays: read-only views
+        self._q, self._qd, self._tau, self._n, self._t_us = x[:6], x[6:], tau, n, t
 
     def _sense_joints(self, states: tuple) -> None:
         self._q = _read_only(np.array([s[0] for s in states[:6]]))

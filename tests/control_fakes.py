@@ -86,7 +86,16 @@ class IdealArmRobot(Robot):
 
 
 # ---------------------------------------------------------------- recording interfaces
-_GROUP_METHODS = {"joint_positions", "joint_velocities", "set_joint_targets"}
+#: Methods the recorders keep from the interface: the group methods (their defaults call the
+#: recorded per-joint ones) and the factories of the compiled cycle (which bind the group methods).
+_GROUP_METHODS = {
+    "joint_positions",
+    "joint_velocities",
+    "set_joint_targets",
+    "joint_positions_reader",
+    "joint_velocities_reader",
+    "joint_targets_writer",
+}
 _DEFAULT_VALUES = {
     "base_pos_w": np.zeros(3),
     "base_quat_w": np.array([1.0, 0.0, 0.0, 0.0]),

@@ -18,6 +18,7 @@ import abc
 import enum
 import math
 import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from twin.safety import JointLimits
 
 COMMAND_FIELDS = ("q_des", "qd_des", "tau_ff", "kp", "kd")
+_FIELD_ROW = {name: i for i, name in enumerate(COMMAND_FIELDS)}
 
 
 class Health(enum.IntFlag):
@@ -171,7 +173,17 @@ class JointCommand:
 
     def __getstate__(self) -> dict[str, object]:
         """Pickles and copies keep the five fields only: they are not tied to a staging array."""
-        return {name: self.__dict__[name] for name in COMMAND_FIELDS}
+        return {name: getattr(self, name) for name in COMMAND_FIELDS}
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        """A field of a validated command: a row of its checked array, made on first use (a
+        backend that reads the rows at once, as the sim does, never pays for the five views)."""
+        index = _FIELD_ROW.get(name)
+        rows = self.__dict__.get("_rows")
+        if index is None or rows is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        view = self.__dict__[name] = rows[index]
+        return view
 
     def validated(
         self,
@@ -184,7 +196,8 @@ class JointCommand:
         does).
 
         Raises ``ValueError`` naming the field and joint that is wrong (wrong shape, non-finite
-        value, negative gain). One stacked check on the fast path: this runs every control cycle.
+        value, negative gain). One pass over Python floats on the fast path (a handful of values,
+        where numpy's per-call cost dominates): this runs every control cycle.
         """
         n = len(joint_names)
         rows = self.__dict__.get("_rows")  # set by from_rows: one float64 (5, m) array
@@ -199,8 +212,35 @@ class JointCommand:
                 stacked = None
         if stacked is None or stacked.shape != (len(COMMAND_FIELDS), n):
             self._raise_shape_error(n)
-        # Checks on Python floats: a handful of values, where numpy's per-call cost dominates.
-        values = stacked.ravel().tolist()
+        q, qd, tau, kp, kd = stacked.tolist()
+        if (
+            limits is not None
+            and limits.effort is effort_limits
+            and limits.holds(q, qd, tau, kp, kd)
+        ):
+            wall = False  # the common case: every check and every rule holds already
+        else:
+            values = [*q, *qd, *tau, *kp, *kd]
+            wall = self._checked_slow(stacked, values, joint_names, effort_limits, limits)
+        stacked.setflags(write=False)
+        out = object.__new__(JointCommand)  # frozen: fill the instance dict directly
+        fields = out.__dict__
+        fields["_rows"] = stacked  # the fields are its rows (``__getattr__``), as from_rows
+        if wall:
+            fields["_wall"] = limits
+        return out
+
+    def _checked_slow(
+        self,
+        stacked: np.ndarray,
+        values: list[float],
+        joint_names: tuple[str, ...],
+        effort_limits: np.ndarray,
+        limits: JointLimits | None,
+    ) -> bool:
+        """``validated``'s checks one at a time: raise on a bad value, clamp ``tau_ff`` and apply
+        the limits in place (``stacked`` and ``values`` alike); True if rule 5 is needed."""
+        n = len(joint_names)
         try:
             finite = math.isfinite(math.fsum(values))  # nan or inf anywhere makes the sum so
         except (OverflowError, ValueError):  # inf - inf, or a finite sum that overflows:
@@ -210,14 +250,7 @@ class JointCommand:
         if any(map(operator.gt, map(abs, values[2 * n : 3 * n]), effort_limits.tolist())):
             np.clip(stacked[2], -effort_limits, effort_limits, out=stacked[2])  # tau_ff
             values[2 * n : 3 * n] = stacked[2].tolist()
-        wall = limits is not None and limits.shape(stacked, values)
-        stacked.flags.writeable = False
-        out = object.__new__(JointCommand)  # frozen: fill the instance dict directly
-        fields = out.__dict__
-        fields["q_des"], fields["qd_des"], fields["tau_ff"], fields["kp"], fields["kd"] = stacked
-        if wall:
-            fields["_wall"] = limits
-        return out
+        return limits is not None and limits.shape(stacked, values)
 
     def _raise_shape_error(self, n: int) -> None:
         for name in COMMAND_FIELDS:
@@ -266,6 +299,42 @@ def joint_torque(
     u = np.clip(u, -effort_limits, effort_limits)
     wall = command.__dict__.get("_wall")
     return u if wall is None else wall.wall(command.kp, command.kd, u, q, qd)
+
+
+def torque_law(
+    command: JointCommand, effort_limits: np.ndarray
+) -> Callable[[Sequence[float], Sequence[float]], list[float]]:
+    """``joint_torque`` of one command as a call on Python floats, for a loop that evaluates
+    the law of the same command many times (the sim's physics steps).
+
+    ``law(q, qd)`` with q (n,) rad and qd (n,) rad/s as sequences of floats returns the n
+    torques (N m) as a list, bit for bit what ``joint_torque`` gives (the same operations in
+    the same order, with no numpy call per evaluation). A command that needs the joint-limit
+    wall (rule 5) goes through ``joint_torque`` itself.
+    """
+    if "_wall" in command.__dict__:
+
+        def walled(q: Sequence[float], qd: Sequence[float]) -> list[float]:
+            return joint_torque(command, np.array(q), np.array(qd), effort_limits).tolist()
+
+        return walled
+    rows = command.__dict__.get("_rows")  # a validated command's fields are rows of one array
+    if rows is not None:
+        q_des, qd_des, tau_ff, kp, kd = rows.tolist()
+    else:
+        q_des, qd_des, tau_ff, kp, kd = (
+            np.asarray(getattr(command, f), float).tolist() for f in COMMAND_FIELDS
+        )
+    effort = np.asarray(effort_limits, float)
+    terms = tuple(zip(tau_ff, kp, q_des, kd, qd_des, (-effort).tolist(), effort.tolist()))
+
+    def law(q: Sequence[float], qd: Sequence[float]) -> list[float]:
+        return [
+            min(max(t + p * (a - x) + d * (b - v), lo), hi)
+            for (t, p, a, d, b, lo, hi), x, v in zip(terms, q, qd)
+        ]
+
+    return law
 
 
 class CommandWatchdog:

@@ -53,6 +53,7 @@ SOFT_MARGIN_RAD = 0.02
 #: (N m/rad per N m s/rad), a wall time constant of 50 ms.
 WALL_RATE_PER_S = 20.0
 _FAR = 1e9  # rad: stands in for an infinite limit (continuous joints) in the wall
+_FAST_GAIN = 1e12  # gains the one-pass check (``holds``) takes; beyond: the general path
 
 
 class JointLimits:
@@ -84,11 +85,41 @@ class JointLimits:
         self._vmax, self._emax = self.velocity.tolist(), self.effort.tolist()
         self._wall_lo = np.clip(self.lower, -_FAR, _FAR)
         self._wall_hi = np.clip(self.upper, -_FAR, _FAR)
+        # holds(): per joint (lower, upper, -velocity, velocity, -effort, effort), all finite
+        v, e = np.minimum(self.velocity, _FAR), np.minimum(self.effort, _FAR)
+        self._bounds = tuple(
+            zip(*(x.tolist() for x in (self._wall_lo, self._wall_hi, -v, v, -e, e)))
+        )
 
     @classmethod
     def from_model(cls, model: ArmModel, margin: float = SOFT_MARGIN_RAD) -> JointLimits:
         """The limits of ``model`` (its URDF)."""
         return cls(model.lower, model.upper, model.velocity_limits, model.effort_limits, margin)
+
+    def holds(
+        self, q: list[float], qd: list[float], tau: list[float], kp: list[float], kd: list[float]
+    ) -> bool:
+        """Whether a command needs nothing done: every value finite, on every joint gains >= 0
+        with stiffness (so rule 5 is not needed), ``|tau_ff| <=`` the effort limit and rules 1,
+        2 and 4 hold. One pass over the joints; ``False`` only says "not certain", for the
+        general path to decide (a value beyond ``1e9``, a gain beyond ``1e12``).
+
+        q, qd, tau, kp, kd: the command's rows ``q_des, qd_des, tau_ff, kp, kd``, n floats each.
+        """
+        big = _FAST_GAIN
+        for a, b, c, k, d, (low, high, v_lo, v_hi, e_lo, e_hi) in zip(
+            q, qd, tau, kp, kd, self._bounds
+        ):
+            # chained comparisons against finite bounds: nan and inf fail every one of them
+            if not (
+                big > k > 0.0 <= d < big
+                and low <= a <= high
+                and v_lo <= b <= v_hi
+                and e_lo <= c <= e_hi
+                and low <= a + (c + d * b) / k <= high
+            ):
+                return False
+        return True
 
     def shape(self, stacked: np.ndarray, values: list[float]) -> bool:
         """Apply rules 1, 2 and 4 to a command's rows in place; True if rule 5 is needed.
@@ -161,6 +192,9 @@ def limits_for(model: ArmModel) -> JointLimits:
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
+    """A read-only float64 copy of ``a`` (``a`` itself if it is one already, e.g. a model's)."""
+    if isinstance(a, np.ndarray) and a.dtype == np.float64 and not a.flags.writeable:
+        return a
     a = np.array(a, dtype=float)
     a.flags.writeable = False
     return a

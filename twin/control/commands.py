@@ -13,7 +13,7 @@ stored value atomically, so another thread may set commands while the controller
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -163,11 +163,40 @@ class CommandSource(CommandInterface):
             return False
         cached = self._joint_cache.get(id(group))
         if cached is None or cached[0] is not group or cached[1] is not values:  # after a set
-            try:
-                arr = np.array([values[j] for j in group.joint_names])
-            except KeyError:
+            arr = _in_order(values, group.joint_names)
+            if arr is None:
                 return False
             cached = (group, values, arr)
             self._joint_cache[id(group)] = cached
         out[:] = cached[2]
         return True
+
+    def joint_positions_reader(
+        self, group: JointPositionCommandGroupInfo, out: np.ndarray
+    ) -> Callable[[], bool]:
+        """``joint_positions(group, out)`` as one closure (the command's name bound once)."""
+        commands, name, names = self._joints, group.command_name, group.joint_names
+        last: list = [_UNSET, None]  # the values dict read last (a set replaces it), its array
+
+        def read() -> bool:
+            values = commands.get(name)
+            if values is not last[0]:
+                arr = None if values is None else _in_order(values, names)
+                if arr is None:
+                    return False
+                last[:] = values, arr
+            out[:] = last[1]
+            return True
+
+        return read
+
+
+_UNSET = object()
+
+
+def _in_order(values: dict[str, float], names: tuple[str, ...]) -> np.ndarray | None:
+    """The values of joints ``names`` (rad) as a (n,) array, or ``None`` if one is missing."""
+    try:
+        return np.array([values[j] for j in names])
+    except KeyError:
+        return None

@@ -3,12 +3,16 @@
 A component is created by a matcher, bound to its tensors' buffers once (``bind``; sizes and
 element types are checked there), connected to the robot once (``init``), and then reads or
 writes every cycle without allocating: ``read`` fills input buffers in place, ``write`` sends
-output buffers to the interfaces.
+output buffers to the interfaces. ``compile`` (once, after ``init``) returns the zero-argument
+call the controller's cycle makes instead: the same work with the buffers, the interface
+methods and the joint indices bound once.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -85,6 +89,13 @@ class Input(_Component):
     ) -> bool:
         """Fill the buffers; ``False`` if a value is not available now."""
 
+    def compile(
+        self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
+    ) -> Callable[[], bool]:
+        """The cycle's call: does what ``read`` does, with everything resolved once (after
+        ``bind`` and ``init``). Default: ``read`` bound to its arguments."""
+        return partial(self.read, runtime, state, command)
+
 
 class Output(_Component):
     """Sends output buffers to the robot each cycle."""
@@ -94,6 +105,12 @@ class Output(_Component):
         self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
     ) -> bool:
         """Send the buffers; ``False`` if the robot refused."""
+
+    def compile(
+        self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
+    ) -> Callable[[], bool]:
+        """The cycle's call: does what ``write`` does, resolved once. Default: ``write`` bound."""
+        return partial(self.write, runtime, state, command)
 
 
 def _input_view(
@@ -136,12 +153,24 @@ class _VectorInput(Input):
     def read(
         self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
     ) -> bool:
-        source = command if self._from_command else state
-        value = getattr(source, self._get_method)(self.info)
-        if value is None:
-            return False
-        self._buf[:] = value
-        return True
+        return self.compile(runtime, state, command)()
+
+    def compile(
+        self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
+    ) -> Callable[[], bool]:
+        get = partial(
+            getattr(command if self._from_command else state, self._get_method), self.info
+        )
+        buf = self._buf
+
+        def read() -> bool:
+            value = get()
+            if value is None:
+                return False
+            buf[:] = value
+            return True
+
+        return read
 
 
 def _vector_input(
@@ -295,6 +324,11 @@ class JointPositionInput(_JointInput):
     ) -> bool:
         return state.joint_positions(self.group, self._buf)
 
+    def compile(
+        self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
+    ) -> Callable[[], bool]:
+        return state.joint_positions_reader(self.group, self._buf)
+
 
 class JointVelocityInput(_JointInput):
     """Joint velocities (n,) rad/s in the metadata's joint order."""
@@ -309,6 +343,11 @@ class JointVelocityInput(_JointInput):
         self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
     ) -> bool:
         return state.joint_velocities(self.group, self._buf)
+
+    def compile(
+        self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
+    ) -> Callable[[], bool]:
+        return state.joint_velocities_reader(self.group, self._buf)
 
 
 class CommandJointPositionInput(Input):
@@ -334,6 +373,11 @@ class CommandJointPositionInput(Input):
     ) -> bool:
         return command.joint_positions(self.group, self._buf)
 
+    def compile(
+        self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
+    ) -> Callable[[], bool]:
+        return command.joint_positions_reader(self.group, self._buf)
+
 
 class StepCountInput(Input):
     """``ctx.step_count``: int32, incremented by one before every inference (0 after reset)."""
@@ -350,6 +394,17 @@ class StepCountInput(Input):
     ) -> bool:
         self._buf[0] += 1
         return True
+
+    def compile(
+        self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
+    ) -> Callable[[], bool]:
+        buf = self._buf
+
+        def count() -> bool:
+            buf[0] += 1
+            return True
+
+        return count
 
 
 # ---------------------------------------------------------------- exteroception
@@ -474,6 +529,11 @@ class JointTargetOutput(Output):
     ) -> bool:
         return state.set_joint_targets(*self._args)
 
+    def compile(
+        self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
+    ) -> Callable[[], bool]:
+        return state.joint_targets_writer(*self._args)
+
 
 class Se2VelocityOutput(Output):
     """``output.se2_velocity.<n>``: (3,) ``[vx, vy, wz]`` to the metadata's ``target_frame``."""
@@ -512,3 +572,14 @@ class MemoryOutput(Output):
     ) -> bool:
         np.copyto(self._dst, self._src)
         return True
+
+    def compile(
+        self, runtime: OnnxRuntime, state: RobotStateInterface, command: CommandInterface
+    ) -> Callable[[], bool]:
+        dst, src, copyto = self._dst, self._src, np.copyto
+
+        def copy() -> bool:
+            copyto(dst, src)
+            return True
+
+        return copy

@@ -14,7 +14,9 @@ NaN or inf fails the cycle before anything is written, so the robot keeps the la
 
 A cycle: ``state.begin_cycle`` (one robot snapshot), every input's ``read``, inference (timed),
 the finiteness check, every output's ``write``, ``state.end_cycle`` (one ``robot.write``), and,
-with data collection enabled, one row of every registered source. Unlike the reference, which
+with data collection enabled, one row of every registered source. The reads and writes are the
+components' compiled calls (``compile``, made once by ``init``: buffers, interface methods and
+joint indices bound, nothing looked up per cycle). Unlike the reference, which
 collects at every ``update`` call (including skipped ticks), a row is written per completed cycle,
 so inputs and outputs in a row belong together (also in async mode). A row that cannot be
 written fails that ``update`` (``fault`` names the data collection, ``collection_failures``
@@ -32,6 +34,8 @@ import logging
 import os
 import threading
 import time
+from functools import partial
+from math import isfinite
 
 import numpy as np
 
@@ -78,9 +82,10 @@ class OnnxRLController:
         self._initialized = False
         self._collect = False
         self._t_us = 0
-        # (component, bound read/write) pairs, resolved once in ``init`` (no per-cycle lookups).
+        # (component, compiled call) pairs and bound hooks, resolved once in ``init`` (_compile).
         self._readers: tuple = ()
         self._writers: tuple = ()
+        self._begin_cycle = self._end_cycle = self._evaluate = self._arena_dot = None
         #: Wall time (s) of the last inference, (1,) float64 (registered for data collection).
         self.inference_duration_s = np.zeros(1)
         #: Why the last ``create``/``init`` failed (a ``ControlError``), else ``None``.
@@ -167,11 +172,20 @@ class OnnxRLController:
         worker_cls = AsyncWorker if WorkerMode(mode) is WorkerMode.ASYNC else SyncWorker
         self._worker = worker_cls(self._context.update_rate)
         self._worker.set_callbacks(self._read_inputs, self._infer, self._write_outputs)
-        self._readers = tuple((c, c.read) for c in self._context.inputs)
-        self._writers = tuple((c, c.write) for c in self._context.outputs)
+        self._compile()
         self._initialized = True
         self.reset()
         return True
+
+    def _compile(self) -> None:
+        """The cycle's data path, once: every component's zero-argument call (``compile``:
+        buffers, interface methods and joint indices bound) and the interface hooks."""
+        rt, state, command = self.runtime, self.state, self.command
+        self._readers = tuple((c, c.compile(rt, state, command)) for c in self._context.inputs)
+        self._writers = tuple((c, c.compile(rt, state, command)) for c in self._context.outputs)
+        self._begin_cycle, self._end_cycle = state.begin_cycle, state.end_cycle
+        self._evaluate = rt.evaluate
+        self._arena_dot = partial(rt.output_arena.dot, rt.output_arena)  # outputs_finite, inline
 
     def _register_data_sources(self) -> bool:
         """Every float32 input and output, and the inference duration (as the reference does)."""
@@ -242,23 +256,23 @@ class OnnxRLController:
 
     def _read_inputs(self) -> bool:
         self.fault = None
-        state, command, rt = self.state, self.command, self.runtime
-        if not state.begin_cycle(self._t_us):
+        if not self._begin_cycle(self._t_us):
+            state = self.state
             why = getattr(state, "last_error", None) or "no robot state"
             return self._set_fault(f"{type(state).__name__}.begin_cycle failed ({why})")
         for component, read in self._readers:
-            if not read(rt, state, command):
+            if not read():
                 return self._set_fault(f"input {component.name!r} has no value this cycle")
         return True
 
     def _infer(self) -> bool:
-        rt = self.runtime
         t0 = _clock()
-        ok = rt.evaluate()
+        ok = self._evaluate()
         self.inference_duration_s[0] = _clock() - t0
         if not ok:
-            return self._set_fault(rt.last_error or "inference failed")
-        if not rt.outputs_finite():
+            return self._set_fault(self.runtime.last_error or "inference failed")
+        if not isfinite(self._arena_dot()):  # rt.outputs_finite()
+            rt = self.runtime
             bad = rt.non_finite_outputs()
             return self._set_fault(
                 f"policy output(s) {bad} are not finite (NaN/inf, or beyond "
@@ -267,13 +281,15 @@ class OnnxRLController:
         return True
 
     def _write_outputs(self) -> bool:
-        state, command, rt = self.state, self.command, self.runtime
         for component, write in self._writers:
-            if not write(rt, state, command):
+            if not write():
                 return self._set_fault(f"output {component.name!r} was refused by the robot")
-        if not state.end_cycle(self._t_us):
-            return self._set_fault(f"{type(state).__name__}.end_cycle failed (command not sent)")
+        if not self._end_cycle(self._t_us):
+            return self._set_fault(
+                f"{type(self.state).__name__}.end_cycle failed (command not sent)"
+            )
         if events.listening():  # for a recording: what went into the policy and what came out
+            rt = self.runtime
             events.publish(
                 "controller",
                 "policy_step",

@@ -16,12 +16,17 @@ For the Python hot path the interfaces add group methods (``joint_positions``,
 ``set_joint_targets``, ...) whose defaults loop over the per-joint methods, and three cycle hooks
 (``finish_init``, ``begin_cycle``, ``end_cycle``) so that an implementation can take one
 consistent snapshot per cycle and send one command per cycle.
+The group methods also have factories (``joint_positions_reader``, ``joint_targets_writer``,
+...) that the components call once at ``init`` for the zero-argument calls of the compiled
+cycle; their defaults bind the group method, an implementation resolves the group once there.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -243,6 +248,29 @@ class RobotStateInterface:
     def joint_velocities(self, group: JointGroupInfo, out: np.ndarray) -> bool:
         return _gather(self.joint_velocity, group.joints(), out)
 
+    # compiled per component at init (ours): zero-argument calls for the cycle ------------
+    def joint_positions_reader(self, group: JointGroupInfo, out: np.ndarray) -> Callable[[], bool]:
+        """A call that does ``joint_positions(group, out)``, made once at init (an implementation
+        resolves the group here instead of every cycle)."""
+        return partial(self.joint_positions, group, out)
+
+    def joint_velocities_reader(self, group: JointGroupInfo, out: np.ndarray) -> Callable[[], bool]:
+        """A call that does ``joint_velocities(group, out)``, made once at init."""
+        return partial(self.joint_velocities, group, out)
+
+    def joint_targets_writer(
+        self,
+        group: JointGroupInfo,
+        position: np.ndarray,
+        velocity: np.ndarray,
+        effort: np.ndarray,
+        p_gain: np.ndarray,
+        d_gain: np.ndarray,
+    ) -> Callable[[], bool]:
+        """A call that does ``set_joint_targets`` with these arrays (buffers read at every call;
+        the gains are the policy's constants), made once at init."""
+        return partial(self.set_joint_targets, group, position, velocity, effort, p_gain, d_gain)
+
     def set_joint_targets(
         self,
         group: JointGroupInfo,
@@ -389,6 +417,12 @@ class CommandInterface:
     def joint_positions(self, group: JointPositionCommandGroupInfo, out: np.ndarray) -> bool:
         """Write the commanded positions (rad) into ``out`` (n,); default: per joint."""
         return _gather(self.joint_position, group.joints(), out)
+
+    def joint_positions_reader(
+        self, group: JointPositionCommandGroupInfo, out: np.ndarray
+    ) -> Callable[[], bool]:
+        """A call that does ``joint_positions(group, out)``, made once at init."""
+        return partial(self.joint_positions, group, out)
 
 
 # ---------------------------------------------------------------- data collection

@@ -25,7 +25,9 @@ What it serves, for this fixed-base arm:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
+from operator import attrgetter
 
 import numpy as np
 
@@ -227,6 +229,31 @@ class RobotStateAdapter(RobotStateInterface):
         out[:] = self._state.qd if index is _ALL else self._state.qd[index]
         return True
 
+    def joint_positions_reader(self, group: JointGroupInfo, out: np.ndarray) -> Callable[[], bool]:
+        return self._snapshot_reader(attrgetter("q"), self._group(group), out)
+
+    def joint_velocities_reader(self, group: JointGroupInfo, out: np.ndarray) -> Callable[[], bool]:
+        return self._snapshot_reader(attrgetter("qd"), self._group(group), out)
+
+    def _snapshot_reader(self, field, index: np.ndarray | slice, out: np.ndarray):
+        """A call filling ``out`` with ``field(snapshot)`` at ``index`` (robot joint indices)."""
+
+        def read_all() -> bool:
+            state = self._state
+            if state is None:
+                return False
+            out[:] = field(state)
+            return True
+
+        def read_some() -> bool:
+            state = self._state
+            if state is None:
+                return False
+            out[:] = field(state)[index]
+            return True
+
+        return read_all if index is _ALL else read_some
+
     def _set(self, row: int, info: JointInfo, value: float) -> bool:
         self._pending[row, self._index[info.joint_name]] = value
         self._dirty = True
@@ -265,6 +292,41 @@ class RobotStateAdapter(RobotStateInterface):
         p[_KD, index] = d_gain
         self._dirty = True
         return True
+
+    def joint_targets_writer(
+        self,
+        group: JointGroupInfo,
+        position: np.ndarray,
+        velocity: np.ndarray,
+        effort: np.ndarray,
+        p_gain: np.ndarray,
+        d_gain: np.ndarray,
+    ) -> Callable[[], bool]:
+        """Per call: the targets into the staging rows. For a group of all the robot's joints in
+        order the gains, the policy's constants, are staged once, here, also as the last command
+        sent (which a refused write restores)."""
+        index = self._group(group)
+        if index is not _ALL:  # some of the robot's joints, or another order
+            return partial(
+                self.set_joint_targets, group, position, velocity, effort, p_gain, d_gain
+            )
+        for rows in (self._pending, self._last_sent):
+            rows[_KP] = p_gain
+            rows[_KD] = d_gain
+        q_des, qd_des, tau_ff = (
+            self._pending[_Q_DES],
+            self._pending[_QD_DES],
+            self._pending[_TAU_FF],
+        )
+
+        def write() -> bool:
+            q_des[:] = position
+            qd_des[:] = velocity
+            tau_ff[:] = effort
+            self._dirty = True
+            return True
+
+        return write
 
     # ------------------------------------------------------------------ base (fixed)
     def init_base_pos_w(self, info: BaseInfo) -> None:

@@ -287,6 +287,12 @@ class OnnxRuntime:
         overflow while every value is below it. No sensible policy output comes near it."""
         return math.sqrt(_FLOAT32_MAX / max(1, self._float_arena.size))
 
+    @property
+    def output_arena(self) -> np.ndarray:
+        """The one float32 array that holds every float32 output (each output's buffer is a
+        slice of it, 64-byte aligned, zero padding between): what ``outputs_finite`` reduces."""
+        return self._float_arena
+
     def outputs_finite(self) -> bool:
         """True if every float32 output is finite and below ``output_limit`` in magnitude.
 

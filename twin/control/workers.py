@@ -110,7 +110,9 @@ class SyncWorker(Worker):
         if self._read is None:
             logger.error("SyncWorker: callbacks not set; call set_callbacks() before update()")
             return False
-        if self._due(t_us):
+        if self._first:
+            self._due(t_us)  # sets the phase reference
+        if t_us - self._last_us >= self._due_us:  # _due, inline: every tick
             if not (self._read() and self._work() and self._write()):
                 return False
             self._last_us += self._period_us
