@@ -37,6 +37,7 @@ from twin.hardware.errors import (
     TransportError,
 )
 from twin.hardware.protocols import dynamixel as dxl
+from twin.hardware.protocols.dynamixel_cycle import GoalWriter
 from twin.hardware.protocols.dynamixel_table import (
     GAIN_BLOCK_ADDRESS,
     GAIN_BLOCK_LENGTH,
@@ -147,7 +148,19 @@ class ArmBus:
             np.rint(self.effort / self.map.torque_unit), self.current_limit
         ).astype(int)
         self._gains: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        self._sent_gains: tuple[np.ndarray, np.ndarray] | None = None  # the arrays last sent
         self._gain_cache: tuple | None = None
+        m = self.map
+        self._offset = np.stack((m.zero_ticks, np.zeros(m.n), np.zeros(m.n)))
+        self._scale = np.stack(
+            (
+                m.q_from_ticks(m.zero_ticks + 1.0),
+                m.qd_from_units(np.ones(m.n)),
+                m.tau_from_current(np.ones(m.n)),
+            )
+        )
+        self._goal_writer = GoalWriter(XTable.GOAL_POSITION, self.ids)
+        self._current_writer = GoalWriter(XTable.GOAL_CURRENT, self.ids)
 
     # ------------------------------------------------------------------ set-up
     def initialise(
@@ -192,7 +205,7 @@ class ArmBus:
                 for reg, value in changes.items():
                     self._write(pid, reg, value)
         reading = retried(self.read_state, tries)
-        self._gains = None
+        self._gains = self._sent_gains = None
         command = hold(reading)
         if self.mode == "servo":
             self.send_servo(self.servo_targets(command))
@@ -221,16 +234,12 @@ class ArmBus:
                 retried(lambda pid=pid: self._present(pid), CYCLE_READ_TRIES) for pid in self.ids
             ]
             raw = tuple(np.array(col) for col in zip(*rows))
-        m = self.map
-        arrays = (
-            m.q_from_ticks(raw[0]),
-            m.qd_from_units(raw[1]),
-            m.tau_from_current(raw[2]),
-            np.asarray(raw[3], bool),
-        )
-        for a in arrays:
-            a.flags.writeable = False
-        return JointReading(*arrays)
+        # q, qd, tau in three numpy calls: (raw - offset) * scale, row by row (JointMap's units)
+        values = (np.array(raw[:3], float) - self._offset) * self._scale
+        values.flags.writeable = False
+        alert = np.asarray(raw[3], bool)
+        alert.flags.writeable = False
+        return JointReading(values[0], values[1], values[2], alert)
 
     def _present(self, pid: int) -> tuple[int, int, int, bool]:
         """Present Position, Velocity, Current (raw) and the alert bit of one servo (one READ)."""
@@ -258,48 +267,53 @@ class ArmBus:
         of the servo's range or a joint with ``kp = 0`` asks for feed-forward."""
         m = self.map
         key = (cmd.kp.tobytes(), cmd.kd.tobytes())
-        if self._gain_cache is not None and self._gain_cache[0] == key:
-            p, d, kp_servo = self._gain_cache[1]  # a stream of commands rarely changes its gains
+        cache = self._gain_cache
+        if cache is not None and cache[0] == key:
+            p, d, kp_div, no_p = cache[1]  # a stream of commands rarely changes its gains
         else:
             p, d = m.gains_from_kp_kd(cmd.kp, cmd.kd)
             kp_servo = m.kp_kd_from_gains(p, np.zeros_like(p))[0]
-            self._gain_cache = (key, (p, d, kp_servo))
+            no_p = p == 0
+            kp_div = np.where(no_p, np.inf, kp_servo)  # a joint without P gets no feed-forward
+            no_p = no_p if no_p.any() else None
+            self._gain_cache = (key, (p, d, kp_div, no_p))
         ff = cmd.tau_ff + cmd.kd * cmd.qd_des
-        no_p = p == 0
-        bad = np.flatnonzero(no_p & (np.abs(ff) > 1e-12))
-        if bad.size:
-            j = int(bad[0])
-            raise InvalidArgumentError(
-                f"servo-side control folds tau_ff + kd*qd_des into the goal position, which needs kp > 0; "
-                f"joint {self.config.joints[j].name} has kp {cmd.kp[j]} (P gain 0) and feed-forward {ff[j]:.4g} N m. "
-                "Use a kp > 0 or control_mode = 'current'"
-            )
-        q_goal = cmd.q_des + np.where(no_p, 0.0, ff / np.where(no_p, 1.0, kp_servo))
-        return ServoTargets(m.ticks_from_q(q_goal), p, d)
+        if no_p is not None:
+            bad = np.flatnonzero(no_p & (np.abs(ff) > 1e-12))
+            if bad.size:
+                j = int(bad[0])
+                raise InvalidArgumentError(
+                    f"servo-side control folds tau_ff + kd*qd_des into the goal position, which needs kp > 0; "
+                    f"joint {self.config.joints[j].name} has kp {cmd.kp[j]} (P gain 0) and feed-forward {ff[j]:.4g} N m. "
+                    "Use a kp > 0 or control_mode = 'current'"
+                )
+        return ServoTargets(m.ticks_from_q(cmd.q_des + ff / kp_div), p, d)
 
     def send_servo(self, targets: ServoTargets) -> None:
-        gains = (tuple(targets.p_gain.tolist()), tuple(targets.d_gain.tolist()))
-        if gains != self._gains:
-            data = {
-                pid: dxl.encode_register(XTable.POSITION_D_GAIN, d)
-                + dxl.encode_register(XTable.POSITION_I_GAIN, 0)
-                + dxl.encode_register(XTable.POSITION_P_GAIN, p)
-                for pid, p, d in zip(self.ids, *gains)
-            }
-            self.bus.sync_write(GAIN_BLOCK_ADDRESS, GAIN_BLOCK_LENGTH, data)
-            self._gains = gains
-        self.bus.sync_write_register(
-            XTable.GOAL_POSITION, dict(zip(self.ids, targets.goal_ticks.tolist()))
-        )
+        """The cycle's goals in servo-side mode: one SYNC_WRITE of Goal Position (laid out once),
+        and the gains first when they changed."""
+        sent = self._sent_gains
+        if sent is None or not (targets.p_gain is sent[0] and targets.d_gain is sent[1]):
+            gains = (tuple(targets.p_gain.tolist()), tuple(targets.d_gain.tolist()))
+            if gains != self._gains:
+                data = {
+                    pid: dxl.encode_register(XTable.POSITION_D_GAIN, d)
+                    + dxl.encode_register(XTable.POSITION_I_GAIN, 0)
+                    + dxl.encode_register(XTable.POSITION_P_GAIN, p)
+                    for pid, p, d in zip(self.ids, *gains)
+                }
+                self.bus.sync_write(GAIN_BLOCK_ADDRESS, GAIN_BLOCK_LENGTH, data)
+                self._gains = gains
+            self._sent_gains = (targets.p_gain, targets.d_gain)
+        self.bus.exchange_raw(self._goal_writer.encode(targets.goal_ticks))
 
     def current_for(self, u: np.ndarray) -> np.ndarray:
         """(n,) Goal Current units for joint torques ``u`` (n,) N m, within the current limits."""
         return np.clip(self.map.current_from_tau(u), -self.current_limit, self.current_limit)
 
     def send_current(self, units) -> None:
-        self.bus.sync_write_register(
-            XTable.GOAL_CURRENT, dict(zip(self.ids, np.asarray(units).tolist()))
-        )
+        """One SYNC_WRITE of Goal Current ``units`` (n,) (laid out once)."""
+        self.bus.exchange_raw(self._current_writer.encode(units))
 
     # ------------------------------------------------------------------ faults
     def hardware_errors(self) -> dict[int, HardwareError]:
@@ -342,7 +356,7 @@ class ArmBus:
             bus.set_torque(ids, False)
             bus.sync_write_register(XTable.OPERATING_MODE, dict.fromkeys(ids, int(SAFE_MODE)))
             bus.sync_write_register(XTable.GOAL_CURRENT, goal_current)
-        self._gains = None
+        self._gains = self._sent_gains = None
         self.send_servo(targets)
         bus.set_torque(ids, True)
         out = {}

@@ -30,6 +30,11 @@ class ReplyTimeoutError(TransportError):
     """A device did not answer within its reply timeout."""
 
 
+class ReplyLostError(ReplyTimeoutError):
+    """A reply is known lost before its timeout: a damaged frame (CRC error), a later device's
+    reply, or as many bytes as the answer takes arrived without it."""
+
+
 class DeviceStatusError(HardwareError):
     """A device answered with an error status (e.g. a DYNAMIXEL status packet's ERR byte)."""
 
