@@ -77,3 +77,8 @@ class ParkError(DeviceStatusError):
 
 class ControlRateWarning(RuntimeWarning):
     """The control loop runs below its configured rate (``SerialRobot.diagnostics()``)."""
+
+
+class WireBoundWarning(RuntimeWarning):
+    """The configured control rate exceeds what the servo bus's wire can carry at its baud rate
+    (``twin.hardware.config.wire_bound_hz``): the loop cannot reach it on a real bus."""

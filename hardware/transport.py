@@ -158,6 +158,12 @@ class SerialLink:
         self._state = state
         self._changed.notify_all()
 
+    def reader_cpu_s(self) -> float:
+        """CPU seconds the current reader thread has used (0.0 when none runs): what receiving
+        costs the host, apart from the thread that waits for the data."""
+        readers = [t for t in self._threads if t.is_alive() and t.name.endswith("-reader")]
+        return sum(thread_cpu_s(t) for t in readers)
+
     # ----------------------------------------------------------------- open / close
     def open(self) -> None:
         """Open the port and run the device initialisation; ``TransportError`` if either fails."""
@@ -320,6 +326,14 @@ class SerialLink:
             except TransportError as e:
                 self._event("retry_failed", str(e))
                 delay = min(2.0 * delay, self._reconnect.backoff_max_s)
+
+
+def thread_cpu_s(thread: threading.Thread) -> float:
+    """CPU seconds of a running ``thread`` (its POSIX CPU clock; 0.0 if it has ended)."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    except (OSError, TypeError):
+        return 0.0
 
 
 def _close_quietly(ser: serial.Serial | None) -> None:
