@@ -271,6 +271,11 @@ class SerialLink:
         fd = ser.fileno()
         poller = select.poll()
         poller.register(fd, select.POLLIN | select.POLLPRI)
+        # pyserial's cancel_read (in close) writes to this pipe: it ends the poll at once, so the
+        # port's file (and its exclusive lock) is released when it is closed, not a poll later
+        abort = getattr(ser, "pipe_abort_read_r", None)
+        if abort is not None:
+            poller.register(abort, select.POLLIN)
         timeout_ms = max(1, round(self._read_timeout_s * 1e3))
         read, poll, deliver = os.read, poller.poll, self.protocol.data_received
         try:
@@ -278,7 +283,9 @@ class SerialLink:
                 events = poll(timeout_ms)
                 if not events or gen != self._gen:
                     continue
-                mask = events[0][1]
+                mask = next((m for f, m in events if f == fd), 0)
+                if not mask:  # only the abort pipe: closed by the host
+                    break
                 if mask & select.POLLNVAL:
                     raise serial.SerialException(f"{self.port} was closed")
                 data = read(fd, _READ_SIZE) if mask & (select.POLLIN | select.POLLPRI) else b""
