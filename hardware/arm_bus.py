@@ -12,8 +12,9 @@ Connection-time set-up (``initialise``), one sync read of present values per cyc
   Current.
 
 Line noise: every set-up transaction is tried ``bus.attempts`` times (a lost reply is retried); a
-cycle's sync read that loses a reply falls back to one READ per servo (``CYCLE_READ_TRIES`` each),
-so one damaged reply costs a reply timeout, not the reading. ``position_hold`` leaves the servos
+cycle's read that loses a reply (known at once: ``ReplyLostError``) falls back to one SYNC_READ
+that keeps every intact reply, then one READ per servo still missing (``CYCLE_READ_TRIES`` each),
+so one damaged reply costs a round trip or two, not the reading. ``position_hold`` leaves the servos
 holding servo-side (Operating Mode 5, torque on), each servo's Torque Enable and Operating Mode
 read back and, where they disagree, rewritten with acknowledged writes (``park`` and the stale
 fault use it; ``docs/faults/serial.md``).
@@ -103,6 +104,17 @@ class ServoState:
         mode = "no reply" if self.mode is None else _mode_name(self.mode)
         torque = "no reply" if self.torque is None else ("on" if self.torque else "off")
         return f"torque {torque}, mode {mode}"
+
+
+def _present_row(reply: dxl.StatusPacket) -> tuple[int, int, int, bool]:
+    """Present Position, Velocity, Current (raw) and the alert bit of one servo's reply."""
+    return (
+        *(
+            dxl.decode_register(reg, reply.params, offset=PRESENT_BLOCK_ADDRESS)
+            for reg in (XTable.PRESENT_POSITION, XTable.PRESENT_VELOCITY, XTable.PRESENT_CURRENT)
+        ),
+        bool(reply.alert),
+    )
 
 
 def _mode_name(mode: int) -> str:
@@ -222,24 +234,38 @@ class ArmBus:
     # ------------------------------------------------------------------ cycle
     def read_state(self) -> JointReading:
         """One sync read in joint units (read-only arrays, shared with every ``RobotState``). A
-        lost or garbled reply falls back to one READ per servo, ``CYCLE_READ_TRIES`` each (module
-        doc); ``ReplyTimeoutError`` names the servo that still did not answer."""
+        lost or garbled reply falls back to one SYNC_READ and one READ per servo still missing,
+        ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the servo that still did not answer."""
         try:
             pv = self.bus.read_present(self.ids)
             raw = (pv.position, pv.velocity, pv.current, pv.alert)
         except DisconnectedError:
             raise
         except TransportError:
-            rows = [
-                retried(lambda pid=pid: self._present(pid), CYCLE_READ_TRIES) for pid in self.ids
-            ]
-            raw = tuple(np.array(col) for col in zip(*rows))
+            raw = self._read_fallback()
         # q, qd, tau in three numpy calls: (raw - offset) * scale, row by row (JointMap's units)
         values = (np.array(raw[:3], float) - self._offset) * self._scale
         values.flags.writeable = False
         alert = np.asarray(raw[3], bool)
         alert.flags.writeable = False
         return JointReading(values[0], values[1], values[2], alert)
+
+    def _read_fallback(self) -> tuple[np.ndarray, ...]:
+        """After a lost reply: one SYNC_READ keeps every intact reply, then one READ per servo
+        still missing (``CYCLE_READ_TRIES`` each). Raw (position, velocity, current, alert)."""
+        try:
+            got = self.bus.sync_read_each(PRESENT_BLOCK_ADDRESS, PRESENT_BLOCK_LENGTH, self.ids)
+        except DisconnectedError:
+            raise
+        except TransportError:
+            got = {}
+        rows = [
+            _present_row(got[pid])
+            if pid in got
+            else retried(lambda pid=pid: self._present(pid), CYCLE_READ_TRIES)
+            for pid in self.ids
+        ]
+        return tuple(np.array(col) for col in zip(*rows))
 
     def _present(self, pid: int) -> tuple[int, int, int, bool]:
         """Present Position, Velocity, Current (raw) and the alert bit of one servo (one READ)."""
@@ -250,17 +276,7 @@ class ArmBus:
             raise TransportError(
                 f"servo {pid} returned {len(reply.params)} data bytes, expected {PRESENT_BLOCK_LENGTH}"
             )
-        return (
-            *(
-                dxl.decode_register(reg, reply.params, offset=PRESENT_BLOCK_ADDRESS)
-                for reg in (
-                    XTable.PRESENT_POSITION,
-                    XTable.PRESENT_VELOCITY,
-                    XTable.PRESENT_CURRENT,
-                )
-            ),
-            bool(reply.alert),
-        )
+        return _present_row(reply)
 
     def servo_targets(self, cmd: JointCommand) -> ServoTargets:
         """Register values for ``cmd`` in servo-side mode; ``InvalidArgumentError`` if a gain is out

@@ -39,6 +39,7 @@ from twin.hardware.protocols.dynamixel_cycle import PresentLayout, alert_flags
 from twin.hardware.protocols.dynamixel_table import (
     BROADCAST_ID,
     HardwareError,
+    Instruction,
     OperatingMode,
     Register,
     StatusError,
@@ -181,21 +182,27 @@ class DynamixelBus(LinkedDevice):
     ) -> list[dxl.StatusPacket]:
         """Send the instruction's wire bytes ``raw``; the status packets of ``reply_ids`` in
         order, not yet checked. ``reply_bytes``: the answer's size, if known (``_collect``)."""
-        connecting = self._init_thread == threading.get_ident()
         with self._txn:
-            with self._cond:
-                self.stats.stray_packets += len(self._replies)
-                self._replies.clear()
-                self.parser.reset()
-                self._rx_bytes, self._damaged = 0, False
-            self.link.write(raw, connecting=connecting)
-            self.stats.transactions += 1
+            connecting = self._start(raw)
             if not reply_ids:
                 return []
             timeout_s = timeout_s or self.reply_timeout_s
             if connecting:  # set-up is not time critical: be patient with a busy machine
                 timeout_s = max(timeout_s, INIT_REPLY_TIMEOUT_S)
             return self._collect(reply_ids, timeout_s, count_timeout, reply_bytes)
+
+    def _start(self, raw: bytes) -> bool:
+        """Begin a transaction (``_txn`` held): forget queued replies, write ``raw``. Returns
+        whether it runs in the connection set-up."""
+        connecting = self._init_thread == threading.get_ident()
+        with self._cond:
+            self.stats.stray_packets += len(self._replies)
+            self._replies.clear()
+            self.parser.reset()
+            self._rx_bytes, self._damaged = 0, False
+        self.link.write(raw, connecting=connecting)
+        self.stats.transactions += 1
+        return connecting
 
     def _check(self, out: list[dxl.StatusPacket], instruction: int) -> None:
         """Record each servo's alert bit; ``DeviceStatusError`` for the first ERR code."""
@@ -288,6 +295,38 @@ class DynamixelBus(LinkedDevice):
         """``length`` bytes at ``address`` from each servo, in the order of ``ids``."""
         replies = self.transact(dxl.sync_read(address, length, ids), ids)
         return [_exact(r, length) for r in replies]
+
+    def sync_read_each(
+        self, address: int, length: int, ids: Sequence[int]
+    ) -> dict[int, dxl.StatusPacket]:
+        """One SYNC_READ; the intact replies of ``length`` data bytes by servo id, however many
+        were lost (checked as ``transact`` checks). The wait ends when the last servo's reply or
+        every byte of the answer is in, or at the reply timeout; nothing is raised for a lost
+        reply."""
+        ids = tuple(ids)
+        with self._txn:
+            self._start(dxl.encode_instruction(dxl.sync_read(address, length, ids)))
+            got: dict[int, dxl.StatusPacket] = {}
+            total = len(ids) * (dxl.MIN_PACKET_LENGTH + 1 + length)
+            deadline = time.monotonic() + self.reply_timeout_s
+            with self._cond:
+                while True:
+                    while self._replies:
+                        p = self._replies.popleft()
+                        if p.id in ids and p.id not in got and len(p.params) == length:
+                            got[p.id] = p
+                        else:
+                            self.stats.stray_packets += 1
+                    if ids[-1] in got or len(got) == len(ids) or self._rx_bytes >= total:
+                        break
+                    if self.link.state in (LinkState.LOST, LinkState.CLOSED):
+                        raise DisconnectedError(f"{self.link.name}: port lost during a sync read")
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+        self._check(list(got.values()), Instruction.SYNC_READ)
+        return got
 
     def fast_sync_read(self, address: int, length: int, ids: Sequence[int]) -> list[bytes]:
         """As ``sync_read``, in one FAST_SYNC_READ (the servos must support it)."""
