@@ -223,3 +223,22 @@ def test_a_later_servos_reply_ends_the_wait_for_a_silent_one(chain):
         assert not isinstance(e.value, ReplyLostError)
     finally:
         bus.close()
+
+
+def test_the_fallback_sync_read_keeps_every_intact_reply(chain):
+    """``sync_read_each``: the replies that arrived, by id, however many were lost; a silent
+    servo in the middle ends nothing early, the last servo's reply ends the wait."""
+    emu, faults = chain
+    bus = _bus(emu, 0.5)
+    try:
+        faults.silence(3)
+        got = bus.sync_read_each(126, 10, IDS)
+        assert sorted(got) == [1, 2, 4, 5, 6] and all(len(p.params) == 10 for p in got.values())
+        faults.restore(3)
+        faults.silence(6)
+        assert sorted(bus.sync_read_each(126, 10, IDS)) == [1, 2, 3, 4, 5]
+        faults.restore(6)
+        faults.set(corrupt_rate=1.0)
+        assert bus.sync_read_each(126, 10, IDS) == {}
+    finally:
+        bus.close()
