@@ -162,15 +162,6 @@ class ArmBus:
         self._gains: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._sent_gains: tuple[np.ndarray, np.ndarray] | None = None  # the arrays last sent
         self._gain_cache: tuple | None = None
-        m = self.map
-        self._offset = np.stack((m.zero_ticks, np.zeros(m.n), np.zeros(m.n)))
-        self._scale = np.stack(
-            (
-                m.q_from_ticks(m.zero_ticks + 1.0),
-                m.qd_from_units(np.ones(m.n)),
-                m.tau_from_current(np.ones(m.n)),
-            )
-        )
         self._goal_writer = GoalWriter(XTable.GOAL_POSITION, self.ids)
         self._current_writer = GoalWriter(XTable.GOAL_CURRENT, self.ids)
 
@@ -243,12 +234,16 @@ class ArmBus:
             raise
         except TransportError:
             raw = self._read_fallback()
-        # q, qd, tau in three numpy calls: (raw - offset) * scale, row by row (JointMap's units)
-        values = (np.array(raw[:3], float) - self._offset) * self._scale
-        values.flags.writeable = False
-        alert = np.asarray(raw[3], bool)
-        alert.flags.writeable = False
-        return JointReading(values[0], values[1], values[2], alert)
+        m = self.map
+        arrays = (
+            m.q_from_ticks(raw[0]),
+            m.qd_from_units(raw[1]),
+            m.tau_from_current(raw[2]),
+            np.asarray(raw[3], bool),
+        )
+        for a in arrays:
+            a.flags.writeable = False
+        return JointReading(*arrays)
 
     def _read_fallback(self) -> tuple[np.ndarray, ...]:
         """After a lost reply: one SYNC_READ keeps every intact reply, then one READ per servo
