@@ -1,41 +1,61 @@
-"""Serial backend: parser throughput per protocol against its line rate, the cycle's joint read
-with SYNC_READ and with FAST_SYNC_READ, and the control-cycle rate ``SerialRobot`` sustains
-through the device emulators with each.
+"""Serial backend: parser throughput against the line rate, and the bus cycle ``SerialRobot``
+runs through the device emulators (pyserial on pseudo-terminals, the real protocol bytes).
 
-Anchors, computed in this run: the line rate of each protocol (8N1: 10 bits per byte) at its
-configured baud rate; the target control rate (250 Hz). Targets: every parser >= 20x its line
-rate; >= 250 Hz of six-joint control with F/T and IMU streaming. The emulators run in their own
-process, as ``twin emulate`` does, with the servo replies taking their wire time at the bus baud
-rate (``serve_emulators``). The joint read is timed both ways on one robot, call by call in
-turn, and so is the control rate, in blocks of cycles in turn.
+Anchors, computed in this run: each protocol's line rate (8N1: 10 bits per byte) at its baud
+rate; the servo bus's wire bound (``twin.hardware.config.wire_bound``: the goal SYNC_WRITE, the
+(FAST_)SYNC_READ and its answer at the baud rate, plus return delays); the configured 250 Hz.
+The emulators run in their own process, as ``twin emulate`` does, and model the wire at the
+bus's baud rate (switched off for the "wire off" rows). Tables:
 
-    python benchmarks/bench_serial.py [--quick] [--seed N]
+- the loop at its configured 4 ms period (1 Mbaud, wire on): achieved rate and overruns from
+  ``Robot.diagnostics()``, host CPU per cycle (the control thread plus the bus's reader thread,
+  ``time.thread_time`` / the thread's CPU clock) and the servo emulator's (its port thread, asked
+  from its process), with the machine's load beside them;
+- the cycle's joint read and the free-running loop with FAST_SYNC_READ against SYNC_READ, in
+  blocks in turn;
+- the free-running rate against the baud rate (57,600 to 4,000,000), wire on and off, beside the
+  wire bound. With the wire on, the rate grows with the baud rate until the host's and the
+  emulator's per-cycle work (fixed, a few hundred microseconds) dominates; with it off the rate
+  is flat (a pty has no wire time): that flatness is what an emulator without wire timing hides.
+
+Targets: every parser >= 20x its line rate; >= 245 Hz with < 1 % overruns at the 4 ms period;
+host CPU <= 0.3 ms per cycle and the emulator's <= the host's; free-running >= 90 % of the wire
+bound at 1 Mbaud and >= 1 kHz at 4 Mbaud.
+
+    python -m twin.benchmarks.bench_serial [--quick] [--seed N]
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
+import warnings
+from dataclasses import replace
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import emit_json, parse_args, print_table, rate
+from twin.benchmarks._report import emit_json, parse_args, print_table, rate
 from twin.hardware import SerialRobot, load_config
+from twin.hardware.config import wire_bound
 from twin.hardware.emulator.testing import emulator_config
 from twin.hardware.errors import TransportError
 from twin.hardware.protocols import bota, witmotion
 from twin.hardware.protocols import dynamixel as dxl
-from twin.hardware.protocols.dynamixel_table import PRESENT_BLOCK_LENGTH
 
 from twin.robot import JointCommand
 
 TARGET_RATIO = 20.0
-TARGET_HZ = 250.0
+TARGET_HZ = 245.0
+TARGET_OVERRUN_FRACTION = 0.01
+TARGET_HOST_CPU_MS = 0.3
+TARGET_WIRE_FRACTION = 0.9
+TARGET_4M_HZ = 1000.0
+BAUDS = (57_600, 115_200, 1_000_000, 2_000_000, 3_000_000, 4_000_000)
+FREE_PERIOD_S = 1e-6  # "free-running": a period so short that no cycle ever sleeps
 
 
 def _line_rate(baud: int, packet_bytes: int) -> float:
@@ -133,11 +153,13 @@ def parser_rows(n: int, min_time_s: float, rng: np.random.Generator) -> list[dic
 
 
 def serve_emulators(link_dir: str) -> None:
-    """The emulators as ``twin emulate --source ideal`` runs them, with the servo chain's replies
-    taking their wire time at the configured bus baud rate (a pty has none of its own: without
-    it, six status packets would cost no more than one). Runs until stdin closes."""
+    """The emulators as ``twin emulate --source ideal`` runs them (the servo chain's wire at the
+    configured baud rate), in this process until stdin closes. Each line on stdin is a request,
+    answered with one line of JSON: ``wire <baud>`` (0: off) sets the modelled baud rate;
+    ``cpu`` gives the CPU seconds of the servo chain's port thread and of the whole process."""
     from twin.hardware.emulator import IdealSource
     from twin.hardware.emulator.stack import EmulatorStack
+    from twin.hardware.transport import thread_cpu_s
 
     from twin.kinematics import ArmModel
 
@@ -147,28 +169,102 @@ def serve_emulators(link_dir: str) -> None:
     )
     sys.setswitchinterval(0.0005)  # this process is all I/O threads: switch promptly
     with EmulatorStack(config, source, link_dir=link_dir) as stack:
-        stack.servos.wire_baud = config.bus.baudrate
         print("ready", flush=True)
-        sys.stdin.read()
+        for line in sys.stdin:
+            words = line.split()
+            if words[:1] == ["wire"]:
+                stack.servos.wire_baud = int(words[1]) or None
+            out = {
+                "servo_s": thread_cpu_s(stack.servos.port.thread),
+                "process_s": time.process_time(),
+            }
+            print(json.dumps(out), flush=True)
 
 
-def _start_emulators(link_dir: str) -> subprocess.Popen:
-    code = (
-        f"from twin.benchmarks.bench_serial import serve_emulators; serve_emulators({link_dir!r})"
+class Emulators:
+    """The emulator process (``serve_emulators``) and its requests."""
+
+    def __init__(self, link_dir: str) -> None:
+        code = f"from twin.benchmarks.bench_serial import serve_emulators; serve_emulators({link_dir!r})"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for line in self.proc.stdout:
+            if "ready" in line:
+                return
+        raise RuntimeError("the emulator process exited before it was ready")
+
+    def ask(self, request: str) -> dict:
+        self.proc.stdin.write(request + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def _robot(link_dir: str, period_s: float, baud: int):
+    config = emulator_config(
+        control_period_s=period_s, watchdog_s=None, hold_gravity_compensation=False
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    config = replace(config, bus=replace(config.bus, baudrate=baud))
+    config = config.with_ports(f"{link_dir}/servo_bus", f"{link_dir}/ft_sensor", f"{link_dir}/imu")
+    with SerialRobot(config) as robot:
+        yield robot
+
+
+CMD = JointCommand(q_des=np.full(6, 0.1), kp=np.full(6, 5.0), kd=np.full(6, 0.5))
+
+
+def _run(robot, emu: Emulators, *, cycles: int | None = None, seconds: float | None = None) -> dict:
+    """Control cycles (write, step, read) for ``cycles`` or ``seconds``: what they took and
+    cost. Host CPU: this (the control) thread and the bus's reader thread; emulator CPU: the
+    servo chain's port thread."""
+    e0, c0 = emu.ask("cpu"), robot.stats.cycles
+    o0, fr0, b0 = robot.stats.overruns, robot.bus.stats.fast_reads, robot.stats.bus_errors
+    cpu0, rd0, t0 = time.thread_time(), robot.bus.link.reader_cpu_s(), time.perf_counter()
+    while True:
+        robot.write(CMD)
+        robot.step()
+        robot.read()
+        n = robot.stats.cycles - c0
+        if (cycles is not None and n >= cycles) or (
+            seconds is not None and time.perf_counter() - t0 >= seconds
+        ):
+            break
+    wall = time.perf_counter() - t0
+    cpu, rd, e1 = time.thread_time() - cpu0, robot.bus.link.reader_cpu_s() - rd0, emu.ask("cpu")
+    return dict(
+        cycles=n,
+        hz=n / wall,
+        overruns=robot.stats.overruns - o0,
+        bus_errors=robot.stats.bus_errors - b0,
+        fast_reads=robot.bus.stats.fast_reads - fr0,
+        host_ms=(cpu + rd) / n * 1e3,
+        control_ms=cpu / n * 1e3,
+        reader_ms=rd / n * 1e3,
+        emu_ms=(e1["servo_s"] - e0["servo_s"]) / n * 1e3,
+        emu_process_ms=(e1["process_s"] - e0["process_s"]) / n * 1e3,
     )
-    for line in proc.stdout:
-        if "ready" in line:
-            return proc
-    raise RuntimeError("the emulator process exited before it was ready")
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def at_period(link_dir: str, emu: Emulators, seconds: float) -> dict:
+    """The configured loop (4 ms, 1 Mbaud, wire on) on a fresh robot: ``diagnostics()``."""
+    emu.ask(f"wire {load_config().bus.baudrate}")
+    with _robot(link_dir, load_config().control_period_s, load_config().bus.baudrate) as robot:
+        out = _run(robot, emu, seconds=seconds)
+        d = robot.diagnostics()
+    return dict(
+        out,
+        achieved_hz=d.achieved_rate_hz,
+        diag_cycles=d.cycles,
+        diag_overruns=d.overruns,
+        overrun_fraction=d.overruns / d.cycles,
+        failed_reads=d.failed_reads,
+        worst_cycle_ms=d.worst_cycle_s * 1e3,
+    )
 
 
 #: Joint reads compared: SYNC_READ (one status packet per servo) and FAST_SYNC_READ (one for all).
@@ -194,94 +290,53 @@ def _bus_read_ms(robot, repeats: int) -> dict[str, np.ndarray]:
     return {name: times[np.isfinite(times)] for name, times in out.items()}
 
 
-def _cycles(robot, cmd, proc_pid: int, n: int) -> dict:
-    """Run ``n`` control cycles (write, step, read); what they took and cost."""
-    e0, o0, f0 = robot.stats.bus_errors, robot.stats.overruns, robot.bus.stats.fast_reads
-    cpu0, emu0 = time.process_time(), _cpu_s(proc_pid)
-    times = np.empty(n)
-    for i in range(n):
-        t1 = time.perf_counter()
-        robot.write(cmd)
-        robot.step()
-        robot.read()
-        times[i] = time.perf_counter() - t1
-    return dict(
-        times=times,
-        bus_errors=robot.stats.bus_errors - e0,
-        overruns=robot.stats.overruns - o0,
-        fast_reads=robot.bus.stats.fast_reads - f0,
-        cpu=time.process_time() - cpu0,
-        cpu_emu=_cpu_s(proc_pid) - emu0,
-    )
-
-
-def control_rows(seconds: float, read_repeats: int) -> tuple[list[dict], dict[str, np.ndarray]]:
-    """Per control period, one robot runs blocks of cycles with each joint read in turn (so that
-    the load of a shared machine falls on both alike); a row per period and read."""
-    rows, read_ms, block = [], {}, 25
-    with tempfile.TemporaryDirectory(prefix="twin-bench-") as d:
-        proc = _start_emulators(d)
-        try:
-            for label, period in (
-                ("free-running (period 0.5 ms)", 0.0005),
-                ("at the 4 ms period", 0.004),
-            ):
-                config = emulator_config(
-                    control_period_s=period, watchdog_s=None, hold_gravity_compensation=False
-                )
-                config = config.with_ports(f"{d}/servo_bus", f"{d}/ft_sensor", f"{d}/imu")
-                with SerialRobot(config) as robot:
-                    if not read_ms:
-                        read_ms = _bus_read_ms(robot, read_repeats)
-                    cmd = JointCommand(
-                        q_des=np.full(6, 0.1), kp=np.full(6, 5.0), kd=np.full(6, 0.5)
-                    )
-                    _cycles(robot, cmd, proc.pid, 50)  # warm-up
-                    runs = {mode: [] for mode in READ_MODES}
-                    f0, i0 = robot.ft.frames_received, robot.imu.samples_received
-                    t0 = time.perf_counter()
-                    while time.perf_counter() - t0 < 2 * seconds:
-                        for mode, fast in READ_MODES.items():
-                            robot.bus.fast_read = fast
-                            runs[mode].append(_cycles(robot, cmd, proc.pid, block))
-                    elapsed = time.perf_counter() - t0
-                    robot.bus.fast_read = None
-                    ft_hz = (robot.ft.frames_received - f0) / elapsed
-                    imu_hz = (robot.imu.samples_received - i0) / elapsed
-                    for mode, fast in READ_MODES.items():
-                        part = runs[mode]
-                        times = np.concatenate([r["times"] for r in part])
-                        n = len(times)
-                        fast_reads = sum(r["fast_reads"] for r in part)
-                        assert (fast_reads > 0) == fast, "the mode measured is the mode used"
-                        rows.append(
-                            dict(
-                                name=label,
-                                read=mode,
-                                control_hz=n / times.sum(),
-                                median_cycle_ms=float(np.median(times) * 1e3),
-                                p99_cycle_ms=float(np.percentile(times, 99) * 1e3),
-                                ft_hz=ft_hz,
-                                imu_hz=imu_hz,
-                                bus_errors=sum(r["bus_errors"] for r in part),
-                                overruns=sum(r["overruns"] for r in part),
-                                cpu_robot_ms=sum(r["cpu"] for r in part) / n * 1e3,
-                                cpu_emulators_ms=sum(r["cpu_emu"] for r in part) / n * 1e3,
-                            )
-                        )
-        finally:
-            proc.stdin.close()
-            proc.terminate()
-            proc.wait(timeout=10)
+def fast_against_sync(link_dir: str, emu: Emulators, seconds: float, repeats: int):
+    """At 1 Mbaud with the wire on: the joint read alone, and the free-running loop, with each
+    read mode in blocks in turn."""
+    baud = load_config().bus.baudrate
+    emu.ask(f"wire {baud}")
+    runs = {mode: [] for mode in READ_MODES}
+    with _robot(link_dir, FREE_PERIOD_S, baud) as robot:
+        read_ms = _bus_read_ms(robot, repeats)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 2 * seconds:
+            for mode, fast in READ_MODES.items():
+                robot.bus.fast_read = fast
+                runs[mode].append(_run(robot, emu, cycles=50))
+        robot.bus.fast_read = None
+    rows = {}
+    for mode, fast in READ_MODES.items():
+        part = runs[mode]
+        n = sum(r["cycles"] for r in part)
+        assert (sum(r["fast_reads"] for r in part) > 0) == fast, "the mode measured is the one used"
+        rows[mode] = dict(
+            hz=n / sum(r["cycles"] / r["hz"] for r in part),
+            host_ms=sum(r["host_ms"] * r["cycles"] for r in part) / n,
+            emu_ms=sum(r["emu_ms"] * r["cycles"] for r in part) / n,
+            bus_errors=sum(r["bus_errors"] for r in part),
+        )
     return rows, read_ms
 
 
-def _wire_ms(baud: int, n_bytes: int) -> float:
-    return n_bytes * 10.0 / baud * 1e3
+def baud_sweep(link_dir: str, emu: Emulators, seconds: float) -> list[dict]:
+    """Free-running at each baud rate, wire on and off (a robot per baud rate, configured so)."""
+    rows = []
+    base = load_config()
+    for baud in BAUDS:
+        bound = wire_bound(replace(base, bus=replace(base.bus, baudrate=baud)))
+        with _robot(link_dir, FREE_PERIOD_S, baud) as robot:
+            for wire in (True, False):
+                emu.ask(f"wire {baud if wire else 0}")
+                _run(robot, emu, cycles=5)  # the first cycles after the switch
+                r = _run(robot, emu, seconds=seconds)
+                rows.append(dict(r, baud=baud, wire=wire, bound_hz=bound.fast_hz))
+    emu.ask(f"wire {base.bus.baudrate}")
+    return rows
 
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
+    warnings.simplefilter("ignore")  # rate warnings are expected here: the tables report rates
     rng = np.random.default_rng(args.seed)
     n = 2000 if args.quick else 10000
     prow = parser_rows(n, 0.3 if args.quick else 1.0, rng)
@@ -301,89 +356,140 @@ def main() -> None:
         ],
     )
     cfg = load_config()
-    n_servos = len(cfg.joints)
-    sync_bytes = n_servos * len(
-        dxl.encode_status(dxl.StatusPacket(1, 0, bytes(PRESENT_BLOCK_LENGTH)))
-    )
-    fast_bytes = 7 + dxl.fast_status_length([PRESENT_BLOCK_LENGTH] * n_servos)
-    crow, read_ms = control_rows(2.0 if args.quick else 5.0, 300 if args.quick else 2000)
-    med = {k: float(np.median(v)) for k, v in read_ms.items()}
+    bound = wire_bound(cfg)
+    with tempfile.TemporaryDirectory(prefix="twin-bench-") as d:
+        emu = Emulators(d)
+        try:
+            load0 = os.getloadavg()[0]
+            main_row = at_period(d, emu, 3.0 if args.quick else 10.0)
+            modes, read_ms = fast_against_sync(
+                d, emu, 1.0 if args.quick else 3.0, 200 if args.quick else 1000
+            )
+            sweep = baud_sweep(d, emu, 0.6 if args.quick else 2.0)
+            load1 = os.getloadavg()[0]
+        finally:
+            emu.close()
+    m = main_row
     print_table(
-        f"The cycle's joint read ({n_servos} servos, Present Current/Velocity/Position, "
-        f"{cfg.bus.baudrate} baud; modes interleaved)",
-        ["read", "status packets", "reply bytes", "wire ms at baud", "median ms", "p99 ms"],
+        f"SerialRobot at its configured period ({cfg.control_period_s * 1e3:g} ms, {cfg.bus.baudrate} baud, "
+        f"wire timing on; 6 servos, F/T and IMU streaming; load average {load0:.1f})",
+        ["figure", "value", "target"],
+        [
+            ["achieved rate, Hz (diagnostics())", m["achieved_hz"], f">= {TARGET_HZ:g}"],
+            ["cycles / overruns (diagnostics())", f"{m['diag_cycles']} / {m['diag_overruns']}", ""],
+            ["overruns per cycle", m["overrun_fraction"], f"< {TARGET_OVERRUN_FRACTION:.0%}"],
+            [
+                "failed reads / worst cycle ms",
+                f"{m['failed_reads']} / {m['worst_cycle_ms']:.2f}",
+                "",
+            ],
+            ["host CPU ms/cycle (control + bus reader)", m["host_ms"], f"<= {TARGET_HOST_CPU_MS}"],
+            [
+                "  control thread / bus reader thread",
+                f"{m['control_ms']:.3f} / {m['reader_ms']:.3f}",
+                "",
+            ],
+            ["servo emulator CPU ms/cycle (its port thread)", m["emu_ms"], "<= host"],
+            ["  whole emulator process (F/T, IMU, physics too)", m["emu_process_ms"], ""],
+        ],
+    )
+    med = {k: float(np.median(v)) for k, v in read_ms.items()}
+    wire = {True: bound.fast_reply_bytes, False: bound.sync_reply_bytes}
+    print_table(
+        f"FAST_SYNC_READ against SYNC_READ ({cfg.bus.baudrate} baud, wire on; modes in turn)",
+        [
+            "read",
+            "reply bytes",
+            "read median ms",
+            "read p99 ms",
+            "free-running Hz",
+            "wire bound Hz",
+            "host CPU ms/cycle",
+            "emulator CPU ms/cycle",
+            "bus errors",
+        ],
         [
             [
                 name,
-                1 if fast else n_servos,
-                fast_bytes if fast else sync_bytes,
-                _wire_ms(cfg.bus.baudrate, fast_bytes if fast else sync_bytes),
+                wire[fast],
                 med[name],
                 float(np.percentile(read_ms[name], 99)),
+                modes[name]["hz"],
+                bound.fast_hz if fast else bound.sync_hz,
+                modes[name]["host_ms"],
+                modes[name]["emu_ms"],
+                modes[name]["bus_errors"],
             ]
             for name, fast in READ_MODES.items()
         ],
     )
     print_table(
-        "SerialRobot through the emulators (6 servos, F/T 200 Hz, IMU 200 Hz; emulators in their own process, servo replies at the wire rate)",
+        "Free-running rate against the baud rate (FAST_SYNC_READ; wire bound: "
+        f"{bound.write_bytes + bound.read_bytes + bound.fast_reply_bytes} bytes a cycle at 10 bits a byte)",
         [
-            "loop",
-            "joint read",
-            "control Hz",
-            "median cycle ms",
-            "p99 cycle ms",
-            "F/T Hz",
-            "IMU Hz",
+            "baud",
+            "wire timing",
+            "wire bound Hz",
+            "free-running Hz",
+            "of bound",
             "bus errors",
-            "overruns",
-            "CPU ms/cycle robot",
-            "CPU ms/cycle emulators",
-            "target",
+            "host CPU ms/cycle",
+            "emulator CPU ms/cycle",
         ],
         [
             [
-                r["name"],
-                r["read"],
-                r["control_hz"],
-                r["median_cycle_ms"],
-                r["p99_cycle_ms"],
-                r["ft_hz"],
-                r["imu_hz"],
+                r["baud"],
+                "on" if r["wire"] else "off",
+                r["bound_hz"],
+                r["hz"],
+                r["hz"] / r["bound_hz"],
                 r["bus_errors"],
-                r["overruns"],
-                r["cpu_robot_ms"],
-                r["cpu_emulators_ms"],
-                f">= {TARGET_HZ:g} Hz",
+                r["host_ms"],
+                r["emu_ms"],
             ]
-            for r in crow
+            for r in sweep
         ],
     )
-    sync_free, fast_free = crow[0], crow[1]
-    free = fast_free["control_hz"]
+    on = {r["baud"]: r for r in sweep if r["wire"]}
+    off = {r["baud"]: r for r in sweep if not r["wire"]}
+    frac_1m = on[1_000_000]["hz"] / on[1_000_000]["bound_hz"]
+    targets = {
+        "parsers": min(r["ratio"] for r in prow) >= TARGET_RATIO,
+        "rate_at_period": m["achieved_hz"] >= TARGET_HZ,
+        "overruns": m["overrun_fraction"] < TARGET_OVERRUN_FRACTION,
+        "host_cpu": m["host_ms"] <= TARGET_HOST_CPU_MS,
+        "emulator_cpu": m["emu_ms"] <= m["host_ms"],
+        "wire_1m": frac_1m >= TARGET_WIRE_FRACTION,
+        "wire_4m": on[4_000_000]["hz"] >= TARGET_4M_HZ,
+    }
     emit_json(
         "bench_serial",
         {
             **{f"parser_ratio[{r['name']}]": r["ratio"] for r in prow},
             "min_parser_ratio": min(r["ratio"] for r in prow),
+            "achieved_hz_at_4ms": m["achieved_hz"],
+            "overruns_at_4ms": m["diag_overruns"],
+            "cycles_at_4ms": m["diag_cycles"],
+            "overrun_fraction_at_4ms": m["overrun_fraction"],
+            "host_cpu_ms_per_cycle": m["host_ms"],
+            "control_thread_cpu_ms_per_cycle": m["control_ms"],
+            "reader_thread_cpu_ms_per_cycle": m["reader_ms"],
+            "emulator_cpu_ms_per_cycle": m["emu_ms"],
+            "emulator_over_host_cpu": m["emu_ms"] / m["host_ms"],
+            "emulator_process_cpu_ms_per_cycle": m["emu_process_ms"],
             "joint_read_ms_sync": med["sync read"],
             "joint_read_ms_fast": med["fast sync read"],
-            "joint_read_fast_over_sync": med["fast sync read"] / med["sync read"],
-            "wire_ms_sync": _wire_ms(cfg.bus.baudrate, sync_bytes),
-            "wire_ms_fast": _wire_ms(cfg.bus.baudrate, fast_bytes),
-            "cycle_ms_sync": sync_free["median_cycle_ms"],
-            "cycle_ms_fast": fast_free["median_cycle_ms"],
-            "control_hz_free_running_sync": sync_free["control_hz"],
-            "control_hz_free_running": free,
-            "control_hz_fast_over_sync": free / sync_free["control_hz"],
-            "control_hz_at_4ms_sync": crow[2]["control_hz"],
-            "control_hz_at_4ms": crow[3]["control_hz"],
-            "control_ratio_vs_250hz": free / TARGET_HZ,
-            "cpu_ms_per_cycle_robot": fast_free["cpu_robot_ms"],
-            "cpu_ms_per_cycle_emulators": fast_free["cpu_emulators_ms"],
-            "load_average_1min": os.getloadavg()[0],
-            "targets_met": bool(
-                min(r["ratio"] for r in prow) >= TARGET_RATIO and free >= TARGET_HZ
-            ),
+            "free_hz_fast": modes["fast sync read"]["hz"],
+            "free_hz_sync": modes["sync read"]["hz"],
+            "free_fast_over_sync": modes["fast sync read"]["hz"] / modes["sync read"]["hz"],
+            **{f"free_hz_wire_on[{b}]": r["hz"] for b, r in on.items()},
+            **{f"free_hz_wire_off[{b}]": r["hz"] for b, r in off.items()},
+            **{f"wire_bound_hz[{b}]": r["bound_hz"] for b, r in on.items()},
+            "fraction_of_wire_bound_1M": frac_1m,
+            "free_hz_4M_wire_on": on[4_000_000]["hz"],
+            "load_average_1min": [load0, load1],
+            "targets": targets,
+            "targets_met": all(targets.values()),
         },
     )
 

@@ -13,9 +13,11 @@ from twin.hardware.errors import (
     InvalidArgumentError,
     ParkError,
     ProtocolError,
+    ReplyLostError,
     ReplyTimeoutError,
     StartupError,
     TransportError,
+    WireBoundWarning,
 )
 from twin.hardware.serial_robot import HealthEvent, SerialRobot
 
@@ -33,10 +35,12 @@ __all__ = [
     "MonotonicClock",
     "ParkError",
     "ProtocolError",
+    "ReplyLostError",
     "ReplyTimeoutError",
     "SerialRobot",
     "StartupError",
     "TransportError",
+    "WireBoundWarning",
     "default_config_path",
     "load_config",
 ]

@@ -12,8 +12,9 @@ Connection-time set-up (``initialise``), one sync read of present values per cyc
   Current.
 
 Line noise: every set-up transaction is tried ``bus.attempts`` times (a lost reply is retried); a
-cycle's sync read that loses a reply falls back to one READ per servo (``CYCLE_READ_TRIES`` each),
-so one damaged reply costs a reply timeout, not the reading. ``position_hold`` leaves the servos
+cycle's read that loses a reply (known at once: ``ReplyLostError``) falls back to one SYNC_READ
+that keeps every intact reply, then one READ per servo still missing (``CYCLE_READ_TRIES`` each),
+so one damaged reply costs a round trip or two, not the reading. ``position_hold`` leaves the servos
 holding servo-side (Operating Mode 5, torque on), each servo's Torque Enable and Operating Mode
 read back and, where they disagree, rewritten with acknowledged writes (``park`` and the stale
 fault use it; ``docs/faults/serial.md``).
@@ -37,6 +38,7 @@ from twin.hardware.errors import (
     TransportError,
 )
 from twin.hardware.protocols import dynamixel as dxl
+from twin.hardware.protocols.dynamixel_cycle import GoalWriter
 from twin.hardware.protocols.dynamixel_table import (
     GAIN_BLOCK_ADDRESS,
     GAIN_BLOCK_LENGTH,
@@ -104,6 +106,17 @@ class ServoState:
         return f"torque {torque}, mode {mode}"
 
 
+def _present_row(reply: dxl.StatusPacket) -> tuple[int, int, int, bool]:
+    """Present Position, Velocity, Current (raw) and the alert bit of one servo's reply."""
+    return (
+        *(
+            dxl.decode_register(reg, reply.params, offset=PRESENT_BLOCK_ADDRESS)
+            for reg in (XTable.PRESENT_POSITION, XTable.PRESENT_VELOCITY, XTable.PRESENT_CURRENT)
+        ),
+        bool(reply.alert),
+    )
+
+
 def _mode_name(mode: int) -> str:
     try:
         return f"{OperatingMode(mode).name} ({mode})"
@@ -147,7 +160,10 @@ class ArmBus:
             np.rint(self.effort / self.map.torque_unit), self.current_limit
         ).astype(int)
         self._gains: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        self._sent_gains: tuple[np.ndarray, np.ndarray] | None = None  # the arrays last sent
         self._gain_cache: tuple | None = None
+        self._goal_writer = GoalWriter(XTable.GOAL_POSITION, self.ids)
+        self._current_writer = GoalWriter(XTable.GOAL_CURRENT, self.ids)
 
     # ------------------------------------------------------------------ set-up
     def initialise(
@@ -192,7 +208,7 @@ class ArmBus:
                 for reg, value in changes.items():
                     self._write(pid, reg, value)
         reading = retried(self.read_state, tries)
-        self._gains = None
+        self._gains = self._sent_gains = None
         command = hold(reading)
         if self.mode == "servo":
             self.send_servo(self.servo_targets(command))
@@ -209,18 +225,15 @@ class ArmBus:
     # ------------------------------------------------------------------ cycle
     def read_state(self) -> JointReading:
         """One sync read in joint units (read-only arrays, shared with every ``RobotState``). A
-        lost or garbled reply falls back to one READ per servo, ``CYCLE_READ_TRIES`` each (module
-        doc); ``ReplyTimeoutError`` names the servo that still did not answer."""
+        lost or garbled reply falls back to one SYNC_READ and one READ per servo still missing,
+        ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the servo that still did not answer."""
         try:
             pv = self.bus.read_present(self.ids)
             raw = (pv.position, pv.velocity, pv.current, pv.alert)
         except DisconnectedError:
             raise
         except TransportError:
-            rows = [
-                retried(lambda pid=pid: self._present(pid), CYCLE_READ_TRIES) for pid in self.ids
-            ]
-            raw = tuple(np.array(col) for col in zip(*rows))
+            raw = self._read_fallback()
         m = self.map
         arrays = (
             m.q_from_ticks(raw[0]),
@@ -232,6 +245,23 @@ class ArmBus:
             a.flags.writeable = False
         return JointReading(*arrays)
 
+    def _read_fallback(self) -> tuple[np.ndarray, ...]:
+        """After a lost reply: one SYNC_READ keeps every intact reply, then one READ per servo
+        still missing (``CYCLE_READ_TRIES`` each). Raw (position, velocity, current, alert)."""
+        try:
+            got = self.bus.sync_read_each(PRESENT_BLOCK_ADDRESS, PRESENT_BLOCK_LENGTH, self.ids)
+        except DisconnectedError:
+            raise
+        except TransportError:
+            got = {}
+        rows = [
+            _present_row(got[pid])
+            if pid in got
+            else retried(lambda pid=pid: self._present(pid), CYCLE_READ_TRIES)
+            for pid in self.ids
+        ]
+        return tuple(np.array(col) for col in zip(*rows))
+
     def _present(self, pid: int) -> tuple[int, int, int, bool]:
         """Present Position, Velocity, Current (raw) and the alert bit of one servo (one READ)."""
         (reply,) = self.bus.transact(
@@ -241,65 +271,60 @@ class ArmBus:
             raise TransportError(
                 f"servo {pid} returned {len(reply.params)} data bytes, expected {PRESENT_BLOCK_LENGTH}"
             )
-        return (
-            *(
-                dxl.decode_register(reg, reply.params, offset=PRESENT_BLOCK_ADDRESS)
-                for reg in (
-                    XTable.PRESENT_POSITION,
-                    XTable.PRESENT_VELOCITY,
-                    XTable.PRESENT_CURRENT,
-                )
-            ),
-            bool(reply.alert),
-        )
+        return _present_row(reply)
 
     def servo_targets(self, cmd: JointCommand) -> ServoTargets:
         """Register values for ``cmd`` in servo-side mode; ``InvalidArgumentError`` if a gain is out
         of the servo's range or a joint with ``kp = 0`` asks for feed-forward."""
         m = self.map
         key = (cmd.kp.tobytes(), cmd.kd.tobytes())
-        if self._gain_cache is not None and self._gain_cache[0] == key:
-            p, d, kp_servo = self._gain_cache[1]  # a stream of commands rarely changes its gains
+        cache = self._gain_cache
+        if cache is not None and cache[0] == key:
+            p, d, kp_div, no_p = cache[1]  # a stream of commands rarely changes its gains
         else:
             p, d = m.gains_from_kp_kd(cmd.kp, cmd.kd)
             kp_servo = m.kp_kd_from_gains(p, np.zeros_like(p))[0]
-            self._gain_cache = (key, (p, d, kp_servo))
+            no_p = p == 0
+            kp_div = np.where(no_p, np.inf, kp_servo)  # a joint without P gets no feed-forward
+            no_p = no_p if no_p.any() else None
+            self._gain_cache = (key, (p, d, kp_div, no_p))
         ff = cmd.tau_ff + cmd.kd * cmd.qd_des
-        no_p = p == 0
-        bad = np.flatnonzero(no_p & (np.abs(ff) > 1e-12))
-        if bad.size:
-            j = int(bad[0])
-            raise InvalidArgumentError(
-                f"servo-side control folds tau_ff + kd*qd_des into the goal position, which needs kp > 0; "
-                f"joint {self.config.joints[j].name} has kp {cmd.kp[j]} (P gain 0) and feed-forward {ff[j]:.4g} N m. "
-                "Use a kp > 0 or control_mode = 'current'"
-            )
-        q_goal = cmd.q_des + np.where(no_p, 0.0, ff / np.where(no_p, 1.0, kp_servo))
-        return ServoTargets(m.ticks_from_q(q_goal), p, d)
+        if no_p is not None:
+            bad = np.flatnonzero(no_p & (np.abs(ff) > 1e-12))
+            if bad.size:
+                j = int(bad[0])
+                raise InvalidArgumentError(
+                    f"servo-side control folds tau_ff + kd*qd_des into the goal position, which needs kp > 0; "
+                    f"joint {self.config.joints[j].name} has kp {cmd.kp[j]} (P gain 0) and feed-forward {ff[j]:.4g} N m. "
+                    "Use a kp > 0 or control_mode = 'current'"
+                )
+        return ServoTargets(m.ticks_from_q(cmd.q_des + ff / kp_div), p, d)
 
     def send_servo(self, targets: ServoTargets) -> None:
-        gains = (tuple(targets.p_gain.tolist()), tuple(targets.d_gain.tolist()))
-        if gains != self._gains:
-            data = {
-                pid: dxl.encode_register(XTable.POSITION_D_GAIN, d)
-                + dxl.encode_register(XTable.POSITION_I_GAIN, 0)
-                + dxl.encode_register(XTable.POSITION_P_GAIN, p)
-                for pid, p, d in zip(self.ids, *gains)
-            }
-            self.bus.sync_write(GAIN_BLOCK_ADDRESS, GAIN_BLOCK_LENGTH, data)
-            self._gains = gains
-        self.bus.sync_write_register(
-            XTable.GOAL_POSITION, dict(zip(self.ids, targets.goal_ticks.tolist()))
-        )
+        """The cycle's goals in servo-side mode: one SYNC_WRITE of Goal Position (laid out once),
+        and the gains first when they changed."""
+        sent = self._sent_gains
+        if sent is None or not (targets.p_gain is sent[0] and targets.d_gain is sent[1]):
+            gains = (tuple(targets.p_gain.tolist()), tuple(targets.d_gain.tolist()))
+            if gains != self._gains:
+                data = {
+                    pid: dxl.encode_register(XTable.POSITION_D_GAIN, d)
+                    + dxl.encode_register(XTable.POSITION_I_GAIN, 0)
+                    + dxl.encode_register(XTable.POSITION_P_GAIN, p)
+                    for pid, p, d in zip(self.ids, *gains)
+                }
+                self.bus.sync_write(GAIN_BLOCK_ADDRESS, GAIN_BLOCK_LENGTH, data)
+                self._gains = gains
+            self._sent_gains = (targets.p_gain, targets.d_gain)
+        self.bus.exchange_raw(self._goal_writer.encode(targets.goal_ticks))
 
     def current_for(self, u: np.ndarray) -> np.ndarray:
         """(n,) Goal Current units for joint torques ``u`` (n,) N m, within the current limits."""
         return np.clip(self.map.current_from_tau(u), -self.current_limit, self.current_limit)
 
     def send_current(self, units) -> None:
-        self.bus.sync_write_register(
-            XTable.GOAL_CURRENT, dict(zip(self.ids, np.asarray(units).tolist()))
-        )
+        """One SYNC_WRITE of Goal Current ``units`` (n,) (laid out once)."""
+        self.bus.exchange_raw(self._current_writer.encode(units))
 
     # ------------------------------------------------------------------ faults
     def hardware_errors(self) -> dict[int, HardwareError]:
@@ -342,7 +367,7 @@ class ArmBus:
             bus.set_torque(ids, False)
             bus.sync_write_register(XTable.OPERATING_MODE, dict.fromkeys(ids, int(SAFE_MODE)))
             bus.sync_write_register(XTable.GOAL_CURRENT, goal_current)
-        self._gains = None
+        self._gains = self._sent_gains = None
         self.send_servo(targets)
         bus.set_torque(ids, True)
         out = {}

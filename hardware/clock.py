@@ -12,8 +12,6 @@ import threading
 import time
 from typing import Protocol
 
-SPIN_S = 0.0005
-
 
 class Clock(Protocol):
     def now_us(self) -> int:
@@ -37,13 +35,14 @@ class MonotonicClock:
         return round(monotonic_s * 1e6 - self._t0 / 1000)
 
     def sleep_until(self, t_us: int) -> None:
-        """Sleep to ``SPIN_S`` before ``t_us``, then yield in a loop: a woken thread may wait for
-        the scheduler, so the last stretch is not left to one long sleep."""
+        """Sleep to ``t_us`` (one ``time.sleep``, again if woken early). No spinning: a spin
+        costs the host its whole last stretch in CPU, and a loop's lateness of less than a period
+        is caught up by its schedule anyway."""
         while True:
             dt = (t_us - self.now_us()) * 1e-6
             if dt <= 0:
                 return
-            time.sleep(dt - SPIN_S if dt > 2 * SPIN_S else 0)
+            time.sleep(dt)
 
 
 class ManualClock:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import warnings
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
@@ -21,9 +22,10 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 import numpy as np
-from twin.hardware.errors import ConfigError
+from twin.hardware.errors import ConfigError, WireBoundWarning
 from twin.hardware.joint_map import JointMap
 from twin.hardware.protocols import bota, witmotion
+from twin.hardware.protocols import dynamixel_cycle as cycle
 from twin.hardware.protocols import dynamixel_table as dxl_table
 from twin.hardware.protocols.dynamixel_table import MAX_ID, Units
 
@@ -53,6 +55,9 @@ class BusConfig:
     servo_loop_period_s: float = 0.001
     current_unit_a: float = Units.CURRENT_A
     attempts: int = 4  # tries of each set-up, park and verification transaction
+    #: The emulators model the wire's transmission time at ``baudrate`` (the real bus is never
+    #: without it; off only to run the emulators faster than a bus could).
+    emulate_wire_time: bool = True
 
 
 @dataclass(frozen=True)
@@ -212,6 +217,7 @@ def parse_config(data: dict[str, Any], source: str = "<dict>") -> HardwareConfig
                 bus_t, "bus.current_unit_a", float, (0.0, 0.1, "A"), Units.CURRENT_A
             ),
             attempts=r.number(bus_t, "bus.attempts", int, (1, 20, "tries"), 4),
+            emulate_wire_time=r.get(bus_t, "bus.emulate_wire_time", bool, True),
         ),
         ft=FtConfig(
             port=r.get(ft_t, "ft_sensor.port", str, ""),
@@ -276,7 +282,67 @@ def parse_config(data: dict[str, Any], source: str = "<dict>") -> HardwareConfig
         source=source,
     )
     r.refuse_unknown()
+    check_wire_bound(config)
     return config
+
+
+@dataclass(frozen=True)
+class WireBound:
+    """What one bus cycle puts on the wire (``docs/protocols/dynamixel.md``, "The bus cycle"):
+    bytes of the goal SYNC_WRITE, of the read instruction and of its answer, with FAST_SYNC_READ
+    and with SYNC_READ; ``*_hz`` the highest rate the wire allows (10 bits a byte, plus the
+    servos' return delays)."""
+
+    baudrate: int
+    write_bytes: int
+    read_bytes: int
+    fast_reply_bytes: int
+    sync_reply_bytes: int
+    fast_hz: float
+    sync_hz: float
+
+
+def wire_bound(config: HardwareConfig) -> WireBound:
+    """The servo bus's wire bound for ``config`` (its mode's goal register, its servos, its baud
+    rate and return delay). The gains a servo-side command changes are written only when they
+    change, so they are not counted."""
+    n, bus = len(config.joints), config.bus
+    table = dxl_table.XTable
+    size = (table.GOAL_POSITION if config.control_mode == "servo" else table.GOAL_CURRENT).size
+    write, read = cycle.sync_write_length(n, size), cycle.read_request_length(n)
+    fast, sync = cycle.present_reply_length(n, True), cycle.present_reply_length(n, False)
+    byte_s, delay_s = 10.0 / bus.baudrate, bus.return_delay_time_us * 1e-6
+    return WireBound(
+        bus.baudrate,
+        write,
+        read,
+        fast,
+        sync,
+        1.0 / ((write + read + fast) * byte_s + delay_s),  # the aggregate waits for one delay
+        1.0 / ((write + read + sync) * byte_s + n * delay_s),
+    )
+
+
+def check_wire_bound(config: HardwareConfig) -> WireBound:
+    """``WireBoundWarning`` (one line) if ``config``'s control rate exceeds its bus's wire bound
+    with FAST_SYNC_READ (the best the bus can do); returns the bound."""
+    b = wire_bound(config)
+    rate = 1.0 / config.control_period_s
+    if rate > b.fast_hz:
+        warnings.warn(
+            WireBoundWarning(
+                f"{config.source or 'hardware config'}: robot.control_period_s = "
+                f"{config.control_period_s} s asks for {rate:.0f} Hz, above the servo bus's wire "
+                f"bound of {b.fast_hz:.0f} Hz at bus.baudrate = {b.baudrate} "
+                f"({b.write_bytes + b.read_bytes + b.fast_reply_bytes} bytes a cycle: goal "
+                f"SYNC_WRITE {b.write_bytes}, FAST_SYNC_READ {b.read_bytes} and its reply "
+                f"{b.fast_reply_bytes}, 10 bits a byte, return delay "
+                f"{config.bus.return_delay_time_us} us; {b.sync_hz:.0f} Hz with SYNC_READ); "
+                "raise bus.baudrate or robot.control_period_s"
+            ),
+            stacklevel=3,
+        )
+    return b
 
 
 _TIMEOUT = (0.0, 60.0, "s")

@@ -30,6 +30,11 @@ class ReplyTimeoutError(TransportError):
     """A device did not answer within its reply timeout."""
 
 
+class ReplyLostError(ReplyTimeoutError):
+    """A reply is known lost before its timeout: a damaged frame (CRC error), a later device's
+    reply, or as many bytes as the answer takes arrived without it."""
+
+
 class DeviceStatusError(HardwareError):
     """A device answered with an error status (e.g. a DYNAMIXEL status packet's ERR byte)."""
 
@@ -72,3 +77,8 @@ class ParkError(DeviceStatusError):
 
 class ControlRateWarning(RuntimeWarning):
     """The control loop runs below its configured rate (``SerialRobot.diagnostics()``)."""
+
+
+class WireBoundWarning(RuntimeWarning):
+    """The configured control rate exceeds what the servo bus's wire can carry at its baud rate
+    (``twin.hardware.config.wire_bound_hz``): the loop cannot reach it on a real bus."""

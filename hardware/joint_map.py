@@ -55,6 +55,14 @@ class JointMap:
             raise InvalidArgumentError("ticks_per_rad and torque_constant must be > 0 per joint")
         if not (self.current_unit_a > 0 and self.servo_loop_period_s > 0):
             raise InvalidArgumentError("current_unit_a and servo_loop_period_s must be > 0")
+        # Signed scales (the direction's sign flip is exact: the same values, fewer numpy calls).
+        object.__setattr__(self, "_signed_tpr", self.direction * self.ticks_per_rad)
+        object.__setattr__(
+            self,
+            "_signed_vel",
+            self.direction * (Units.VELOCITY_RAD_S * Units.TICKS_PER_RAD) / self.ticks_per_rad,
+        )
+        object.__setattr__(self, "_signed_tau", self.direction * self.torque_unit)
 
     @property
     def n(self) -> int:
@@ -63,16 +71,14 @@ class JointMap:
     # --- position ---------------------------------------------------------------------------
     def q_from_ticks(self, ticks) -> np.ndarray:
         """(n,) rad from servo ticks."""
-        return self.direction * (np.asarray(ticks, float) - self.zero_ticks) / self.ticks_per_rad
+        return (np.asarray(ticks, float) - self.zero_ticks) / self._signed_tpr
 
     def ticks_from_q(self, q) -> np.ndarray:
         """(n,) int64 servo ticks (rounded) for joint angles ``q`` (n,) rad; range-checked against
         the multi-turn range of +-256 revolutions."""
-        ticks = np.rint(
-            self.zero_ticks + self.direction * np.asarray(q, float) * self.ticks_per_rad
-        )
+        ticks = np.rint(np.asarray(q, float) * self._signed_tpr + self.zero_ticks)
         lim = Units.EXTENDED_POSITION_LIMIT
-        if not np.all(np.isfinite(ticks)) or np.any(np.abs(ticks) > lim):
+        if not np.abs(ticks).max() <= lim:  # also false for a nan
             raise InvalidArgumentError(
                 f"goal positions {ticks} ticks exceed the servo range +-{lim}"
             )
@@ -85,7 +91,7 @@ class JointMap:
         return Units.VELOCITY_RAD_S * Units.TICKS_PER_RAD / self.ticks_per_rad
 
     def qd_from_units(self, units) -> np.ndarray:
-        return self.direction * np.asarray(units, float) * self.velocity_unit
+        return np.asarray(units, float) * self._signed_vel
 
     def units_from_qd(self, qd) -> np.ndarray:
         return np.rint(self.direction * np.asarray(qd, float) / self.velocity_unit).astype(np.int64)
@@ -97,7 +103,7 @@ class JointMap:
         return self.current_unit_a * self.torque_constant
 
     def tau_from_current(self, units) -> np.ndarray:
-        return self.direction * np.asarray(units, float) * self.torque_unit
+        return np.asarray(units, float) * self._signed_tau
 
     def current_from_tau(self, tau) -> np.ndarray:
         """(n,) int64 current units (rounded) for joint torques ``tau`` (n,) N m."""

@@ -1,6 +1,6 @@
 """``SerialLink``: one serial port, a reader thread that owns it, and reconnection with back-off.
 
-The reader thread feeds a ``LinkProtocol`` (``connection_made``, ``data_received`` with immutable
+The reader thread (one ``poll`` and one ``read`` per wake-up) feeds a ``LinkProtocol`` (``connection_made``, ``data_received`` with immutable
 ``bytes``, ``connection_lost``), after pyserial's ``serial.threaded`` (docs/style.md #6). Every exit of
 the reader passes through ``_lost``, which records why. When a port disappears the link keeps
 retrying to open it (back-off doubling from ``backoff_initial_s`` to ``backoff_max_s``) and runs the
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +23,8 @@ from typing import TypeVar
 import serial
 from twin.hardware.config import ReconnectConfig
 from twin.hardware.errors import DisconnectedError, TransportError
+
+_READ_SIZE = 65536  # bytes taken per wake-up of a reader (more than any burst of ours)
 
 
 class LinkProtocol:
@@ -154,6 +158,12 @@ class SerialLink:
         self._state = state
         self._changed.notify_all()
 
+    def reader_cpu_s(self) -> float:
+        """CPU seconds the current reader thread has used (0.0 when none runs): what receiving
+        costs the host, apart from the thread that waits for the data."""
+        readers = [t for t in self._threads if t.is_alive() and t.name.endswith("-reader")]
+        return sum(thread_cpu_s(t) for t in readers)
+
     # ----------------------------------------------------------------- open / close
     def open(self) -> None:
         """Open the port and run the device initialisation; ``TransportError`` if either fails."""
@@ -240,22 +250,53 @@ class SerialLink:
                     f"{self.name}: {self.port} is {state.value}; command refused"
                 )
             try:
-                ser.write(data)
+                # One write(2) of the descriptor; pyserial's ``write`` (a select for every write,
+                # to honour its write timeout) only for what the port did not take at once.
+                try:
+                    sent = os.write(ser.fileno(), data)
+                except BlockingIOError:
+                    sent = 0
+                if sent < len(data):
+                    ser.write(data[sent:])
             except (serial.SerialException, OSError, TypeError, AttributeError) as e:
                 raise DisconnectedError(f"{self.name}: write to {self.port} failed: {e}") from e
             self.bytes_out += len(data)
 
     def _read_loop(self, gen: int, ser: serial.Serial) -> None:
+        """Wait for the port with one ``poll`` and take every byte waiting with one ``read`` of
+        its descriptor (pyserial's ``read`` costs two selects, two reads and three ioctls per
+        burst: this thread wakes once per reply). A hang-up, an error or an empty read of a
+        readable port is the port lost."""
         reason, exc = "closed by the host", None
+        fd = ser.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        # pyserial's cancel_read (in close) writes to this pipe: it ends the poll at once, so the
+        # port's file (and its exclusive lock) is released when it is closed, not a poll later
+        abort = getattr(ser, "pipe_abort_read_r", None)
+        if abort is not None:
+            poller.register(abort, select.POLLIN)
+        timeout_ms = max(1, round(self._read_timeout_s * 1e3))
+        read, poll, deliver = os.read, poller.poll, self.protocol.data_received
         try:
             while gen == self._gen:
-                data = ser.read(max(1, ser.in_waiting))  # blocks up to the read timeout
-                if data and ser.in_waiting:  # the rest of a burst, in the same wake-up
-                    data += ser.read(ser.in_waiting)
-                if data and gen == self._gen:
+                events = poll(timeout_ms)
+                if not events or gen != self._gen:
+                    continue
+                mask = next((m for f, m in events if f == fd), 0)
+                if not mask:  # only the abort pipe: closed by the host
+                    break
+                if mask & select.POLLNVAL:
+                    raise serial.SerialException(f"{self.port} was closed")
+                data = read(fd, _READ_SIZE) if mask & (select.POLLIN | select.POLLPRI) else b""
+                if not data:
+                    raise serial.SerialException(
+                        f"{self.port} hung up (device disconnected or multiple access on port?)"
+                    )
+                if gen == self._gen:
                     self.bytes_in += len(data)
-                    self.protocol.data_received(bytes(data))
-        except (serial.SerialException, OSError, TypeError, AttributeError) as e:
+                    deliver(data)
+        except (serial.SerialException, OSError, TypeError, AttributeError, ValueError) as e:
             reason, exc = f"port lost: {e}", e
         except Exception as e:  # a protocol bug must not kill the link silently
             reason, exc = f"protocol handler raised {type(e).__name__}: {e}", e
@@ -292,6 +333,14 @@ class SerialLink:
             except TransportError as e:
                 self._event("retry_failed", str(e))
                 delay = min(2.0 * delay, self._reconnect.backoff_max_s)
+
+
+def thread_cpu_s(thread: threading.Thread) -> float:
+    """CPU seconds of a running ``thread`` (its POSIX CPU clock; 0.0 if it has ended)."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    except (OSError, TypeError):
+        return 0.0
 
 
 def _close_quietly(ser: serial.Serial | None) -> None:

@@ -30,15 +30,16 @@ from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
     ProtocolError,
+    ReplyLostError,
     ReplyTimeoutError,
     TransportError,
 )
 from twin.hardware.protocols import dynamixel as dxl
+from twin.hardware.protocols.dynamixel_cycle import PresentLayout, alert_flags
 from twin.hardware.protocols.dynamixel_table import (
     BROADCAST_ID,
-    PRESENT_BLOCK_ADDRESS,
-    PRESENT_BLOCK_LENGTH,
     HardwareError,
+    Instruction,
     OperatingMode,
     Register,
     StatusError,
@@ -51,7 +52,6 @@ INIT_REPLY_TIMEOUT_S = 0.25  # reply timeout during the connection set-up (on_co
 #: Unanswered fast sync reads before a set of servos is taken not to have it (more than one, so
 #: that a stall of a loaded host at connection time does not cost the fast read for good).
 FAST_READ_PROBES = 2
-_PRESENT = np.dtype([("current", "<i2"), ("velocity", "<i4"), ("position", "<i4")])
 
 
 @dataclass
@@ -60,7 +60,7 @@ class BusStats:
     ERR code; stray_packets: replies nobody waited for (late or unexpected); fast_reads:
     FAST_SYNC_READ / FAST_BULK_READ transactions answered; fast_read_refusals: sets of servos
     found not to answer fast sync reads on a connection (their silent probes are not counted as
-    timeouts)."""
+    timeouts); lost_replies: replies known lost before the timeout (``ReplyLostError``)."""
 
     transactions: int = 0
     timeouts: int = 0
@@ -68,11 +68,13 @@ class BusStats:
     stray_packets: int = 0
     fast_reads: int = 0
     fast_read_refusals: int = 0
+    lost_replies: int = 0
 
 
 @dataclass(frozen=True)
 class PresentValues:
-    """Raw register values of one sync read, (n,) int64 each, in the order of ``ids``."""
+    """Raw register values of one sync read, (n,) integer arrays (views of the reply's bytes),
+    in the order of ``ids``."""
 
     ids: tuple[int, ...]
     current: np.ndarray
@@ -105,6 +107,9 @@ class DynamixelBus(LinkedDevice):
         self._user_init = on_connect
         self._cond = threading.Condition()
         self._replies: collections.deque[dxl.StatusPacket] = collections.deque(maxlen=256)
+        self._rx_bytes = 0  # bytes received since the current transaction's instruction
+        self._damaged = False  # a frame failed its CRC (or decoding) since then
+        self._layouts: dict[tuple[tuple[int, ...], bool], PresentLayout] = {}
         self._txn = threading.Lock()
         self._init_thread: int | None = None
         self.alert_ids: set[int] = set()
@@ -123,10 +128,15 @@ class DynamixelBus(LinkedDevice):
             self._init_thread = None
 
     def data_received(self, data: bytes) -> None:
+        stats = self.parser.stats
         with self._cond:
+            dropped = stats.dropped_frames
             for packet in self.parser.feed(data):
                 if isinstance(packet, dxl.StatusPacket):
                     self._replies.append(packet)
+            self._rx_bytes += len(data)
+            if stats.dropped_frames != dropped:
+                self._damaged = True
             self._cond.notify_all()
 
     def connection_lost(self, reason: str, exc: BaseException | None) -> None:
@@ -157,19 +167,42 @@ class DynamixelBus(LinkedDevice):
         count_timeout: bool = True,
     ) -> list[dxl.StatusPacket]:
         """Send ``packet``; the status packets of ``reply_ids`` in order, not yet checked."""
-        connecting = self._init_thread == threading.get_ident()
-        raw = dxl.encode_instruction(packet)
+        return self.exchange_raw(
+            dxl.encode_instruction(packet), reply_ids, timeout_s, count_timeout=count_timeout
+        )
+
+    def exchange_raw(
+        self,
+        raw: bytes,
+        reply_ids: Sequence[int] = (),
+        timeout_s: float | None = None,
+        *,
+        reply_bytes: int | None = None,
+        count_timeout: bool = True,
+    ) -> list[dxl.StatusPacket]:
+        """Send the instruction's wire bytes ``raw``; the status packets of ``reply_ids`` in
+        order, not yet checked. ``reply_bytes``: the answer's size, if known (``_collect``)."""
         with self._txn:
-            with self._cond:
-                self.stats.stray_packets += len(self._replies)
-                self._replies.clear()
-                self.parser.reset()
-            self.link.write(raw, connecting=connecting)
-            self.stats.transactions += 1
+            connecting = self._start(raw)
+            if not reply_ids:
+                return []
             timeout_s = timeout_s or self.reply_timeout_s
             if connecting:  # set-up is not time critical: be patient with a busy machine
                 timeout_s = max(timeout_s, INIT_REPLY_TIMEOUT_S)
-            return self._collect(reply_ids, timeout_s, count_timeout)
+            return self._collect(reply_ids, timeout_s, count_timeout, reply_bytes)
+
+    def _start(self, raw: bytes) -> bool:
+        """Begin a transaction (``_txn`` held): forget queued replies, write ``raw``. Returns
+        whether it runs in the connection set-up."""
+        connecting = self._init_thread == threading.get_ident()
+        with self._cond:
+            self.stats.stray_packets += len(self._replies)
+            self._replies.clear()
+            self.parser.reset()
+            self._rx_bytes, self._damaged = 0, False
+        self.link.write(raw, connecting=connecting)
+        self.stats.transactions += 1
+        return connecting
 
     def _check(self, out: list[dxl.StatusPacket], instruction: int) -> None:
         """Record each servo's alert bit; ``DeviceStatusError`` for the first ERR code."""
@@ -185,12 +218,20 @@ class DynamixelBus(LinkedDevice):
                 )
 
     def _collect(
-        self, reply_ids: Sequence[int], timeout_s: float, count_timeout: bool = True
+        self,
+        reply_ids: Sequence[int],
+        timeout_s: float,
+        count_timeout: bool = True,
+        reply_bytes: int | None = None,
     ) -> list[dxl.StatusPacket]:
+        """Wait for the replies of ``reply_ids``, in order. A reply known lost ends the wait at
+        once (``ReplyLostError``), not at the timeout: a frame that failed its CRC, a later
+        servo's reply before this one's, or ``reply_bytes`` bytes received without it."""
         out = []
         deadline = time.monotonic() + timeout_s
+        later = tuple(reply_ids)
         with self._cond:
-            for pid in reply_ids:
+            for k, pid in enumerate(reply_ids):
                 while True:
                     if self._replies:
                         p = self._replies.popleft()
@@ -198,7 +239,13 @@ class DynamixelBus(LinkedDevice):
                             out.append(p)
                             break
                         self.stats.stray_packets += 1
+                        if p.id in later[k + 1 :]:
+                            self._lost(pid, f"servo {p.id} answered before it")
                         continue
+                    if self._damaged:
+                        self._lost(pid, "a damaged frame (CRC error) arrived in its place")
+                    if reply_bytes is not None and self._rx_bytes >= reply_bytes:
+                        self._lost(pid, f"{self._rx_bytes} bytes arrived, not its packet")
                     if self.link.state in (LinkState.LOST, LinkState.CLOSED):
                         raise DisconnectedError(
                             f"{self.link.name}: port lost while waiting for servo {pid}"
@@ -212,6 +259,11 @@ class DynamixelBus(LinkedDevice):
                         )
                     self._cond.wait(remaining)
         return out
+
+    def _lost(self, pid: int, why: str) -> None:
+        """Count and raise ``ReplyLostError`` for servo ``pid``'s reply."""
+        self.stats.lost_replies += 1
+        raise ReplyLostError(f"{self.link.name}: status packet from servo {pid} lost: {why}")
 
     # ------------------------------------------------------------------ instructions
     def ping(self, pid: int, timeout_s: float | None = None) -> tuple[int, int]:
@@ -243,6 +295,38 @@ class DynamixelBus(LinkedDevice):
         """``length`` bytes at ``address`` from each servo, in the order of ``ids``."""
         replies = self.transact(dxl.sync_read(address, length, ids), ids)
         return [_exact(r, length) for r in replies]
+
+    def sync_read_each(
+        self, address: int, length: int, ids: Sequence[int]
+    ) -> dict[int, dxl.StatusPacket]:
+        """One SYNC_READ; the intact replies of ``length`` data bytes by servo id, however many
+        were lost (checked as ``transact`` checks). The wait ends when the last servo's reply or
+        every byte of the answer is in, or at the reply timeout; nothing is raised for a lost
+        reply."""
+        ids = tuple(ids)
+        with self._txn:
+            self._start(dxl.encode_instruction(dxl.sync_read(address, length, ids)))
+            got: dict[int, dxl.StatusPacket] = {}
+            total = len(ids) * (dxl.MIN_PACKET_LENGTH + 1 + length)
+            deadline = time.monotonic() + self.reply_timeout_s
+            with self._cond:
+                while True:
+                    while self._replies:
+                        p = self._replies.popleft()
+                        if p.id in ids and p.id not in got and len(p.params) == length:
+                            got[p.id] = p
+                        else:
+                            self.stats.stray_packets += 1
+                    if ids[-1] in got or len(got) == len(ids) or self._rx_bytes >= total:
+                        break
+                    if self.link.state in (LinkState.LOST, LinkState.CLOSED):
+                        raise DisconnectedError(f"{self.link.name}: port lost during a sync read")
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+        self._check(list(got.values()), Instruction.SYNC_READ)
+        return got
 
     def fast_sync_read(self, address: int, length: int, ids: Sequence[int]) -> list[bytes]:
         """As ``sync_read``, in one FAST_SYNC_READ (the servos must support it)."""
@@ -298,31 +382,59 @@ class DynamixelBus(LinkedDevice):
         decided = self._fast_ok.get(tuple(ids))
         return decided if isinstance(decided, bool) else None
 
+    def present_layout(self, ids: Sequence[int], fast: bool) -> PresentLayout:
+        """The cycle read's packets for ``ids`` (laid out once per set of servos and mode)."""
+        key = (tuple(ids), fast)
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts.setdefault(key, PresentLayout(*key))
+        return layout
+
     def read_present(self, ids: Sequence[int]) -> PresentValues:
         """Present Current, Velocity and Position (10 bytes per servo) in one FAST_SYNC_READ or
-        SYNC_READ (module doc)."""
+        SYNC_READ (module doc): ready instruction bytes, the answer decoded in one call."""
         ids = tuple(ids)
         fast = self.uses_fast_read(ids)
-        n = PRESENT_BLOCK_LENGTH
         if fast is None:  # the first read of these servos on this connection: ask
             try:
-                replies = self._fast(
-                    dxl.fast_sync_read(PRESENT_BLOCK_ADDRESS, n, ids), ids, [n] * len(ids), False
-                )
+                values = self._read_present(self.present_layout(ids, True), False)
+            except ReplyLostError:
+                pass  # they answered, damaged: undecided; this cycle reads with SYNC_READ
             except ReplyTimeoutError:
                 silent = self._fast_ok.get(ids, 0) + 1
                 self._fast_ok[ids] = False if silent >= FAST_READ_PROBES else silent
                 self.stats.fast_read_refusals += silent >= FAST_READ_PROBES
             else:
                 self._fast_ok[ids] = True
-                return _present(ids, replies)
-        if fast:
-            replies = self._fast(
-                dxl.fast_sync_read(PRESENT_BLOCK_ADDRESS, n, ids), ids, [n] * len(ids)
+                return values
+        return self._read_present(self.present_layout(ids, bool(fast)))
+
+    def _read_present(self, layout: PresentLayout, count_timeout: bool = True) -> PresentValues:
+        replies = self.exchange_raw(
+            layout.request,
+            layout.reply_ids,
+            reply_bytes=layout.reply_bytes,
+            count_timeout=count_timeout,
+        )
+        try:
+            records, err = layout.decode(replies)
+        except ProtocolError as e:
+            raise TransportError(f"{self.link.name}: bad present-values reply: {e}") from e
+        if err != layout.no_errors or self.alert_ids:  # rare: the per-servo bookkeeping
+            self._check(
+                [dxl.StatusPacket(pid, e) for pid, e in zip(layout.ids, err)],
+                layout.instruction.instruction,
             )
+            alert = alert_flags(err)
         else:
-            replies = self.transact(dxl.sync_read(PRESENT_BLOCK_ADDRESS, n, ids), ids)
-        return _present(ids, replies)
+            alert = _NO_ALERTS.get(len(err))
+            if alert is None:
+                alert = _NO_ALERTS.setdefault(len(err), _no_alerts(len(err)))
+        if layout.fast:
+            self.stats.fast_reads += 1
+        return PresentValues(
+            layout.ids, records["current"], records["velocity"], records["position"], alert
+        )
 
     def set_torque(self, ids: Sequence[int], enabled: bool) -> None:
         self.sync_write_register(XTable.TORQUE_ENABLE, {pid: int(enabled) for pid in ids})
@@ -338,17 +450,13 @@ class DynamixelBus(LinkedDevice):
         return {pid: HardwareError(v) for pid, v in values.items() if v}
 
 
-def _present(ids: tuple[int, ...], replies: list[dxl.StatusPacket]) -> PresentValues:
-    block = np.frombuffer(
-        b"".join(_exact(r, PRESENT_BLOCK_LENGTH) for r in replies), dtype=_PRESENT
-    )
-    return PresentValues(
-        ids,
-        block["current"].astype(np.int64),
-        block["velocity"].astype(np.int64),
-        block["position"].astype(np.int64),
-        np.array([r.alert for r in replies]),
-    )
+_NO_ALERTS: dict[int, np.ndarray] = {}  # read-only all-False alert arrays, by servo count
+
+
+def _no_alerts(n: int) -> np.ndarray:
+    out = np.zeros(n, bool)
+    out.flags.writeable = False
+    return out
 
 
 def _exact(reply: dxl.StatusPacket, n: int) -> bytes:

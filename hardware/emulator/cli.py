@@ -2,7 +2,8 @@
 write a hardware TOML that points at them.
 
     twin emulate [--source sim|ideal] [--config FILE] [--link-dir DIR] [--write-config FILE]
-                 [--print-config] [--seed N] [--duration S] [--corrupt-rate P] [--gui]
+                 [--print-config] [--seed N] [--duration S] [--corrupt-rate P] [--no-wire-time]
+                 [--gui]
 
 Each device answers on a pseudo-terminal with a stable name (a symlink in ``--link-dir``, a fresh
 temporary directory by default). The physics behind them is the PyBullet sim by default (gravity
@@ -10,7 +11,8 @@ acts on the emulated arm, as on the real one); ``--source ideal`` is a model of 
 without gravity. The TOML written (``<link dir>/hardware.toml`` unless ``--write-config``) is the
 configuration the emulators were started from with the emulated ports and emulator-friendly
 timeouts put in, so the next command is ``twin demo --backend hardware --config <that file>``.
-Runs until Ctrl-C (or ``--duration`` seconds).
+Runs until Ctrl-C (or ``--duration`` seconds). The servo chain models its wire at the bus baud
+rate (``bus.emulate_wire_time``; ``--no-wire-time`` turns it off).
 
 ``start_emulators`` is the same start-up as a context manager, for ``--emulate`` runs in-process
 (``twin.sessions.emulated_hardware``). There it can run lock-step (``lockstep=True``): the
@@ -31,7 +33,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from twin.hardware.config import HardwareConfig, default_config_path, load_config
 from twin.hardware.errors import InvalidArgumentError
@@ -98,6 +100,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the sim and of fault injection")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--gui", action="store_true", help="show the PyBullet GUI (sim source)")
+    p.add_argument(
+        "--no-wire-time",
+        action="store_true",
+        help="servo replies leave at once instead of taking their wire time at the bus baud "
+        "rate (faster than any real bus; sets bus.emulate_wire_time = false)",
+    )
     p.add_argument(
         "--corrupt-rate",
         type=probability,
@@ -253,7 +261,6 @@ def write_hardware_toml(
     shipped example); returns its text. ``gravity``: whether the emulated arm feels gravity (the
     sim source does, the ideal one does not: its holds then need no gravity compensation). The
     file is checked by reading it back."""
-    from dataclasses import replace
 
     from twin.hardware.emulator.testing import emulator_config
 
@@ -283,6 +290,8 @@ def write_hardware_toml(
 def run(args: argparse.Namespace) -> int:
     """Run the emulators as ``args`` say (``add_arguments``) until Ctrl-C or ``--duration``."""
     config = load_config(args.config)
+    if args.no_wire_time:
+        config = replace(config, bus=replace(config.bus, emulate_wire_time=False))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

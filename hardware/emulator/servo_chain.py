@@ -10,8 +10,11 @@ reply). With ``fast_read=False`` the servos are of a firmware without the fast r
 0x8A and 0x9A, as any broadcast instruction they do not know. Writes are checked: undefined or read-only addresses and EEPROM writes while torque is
 on answer ACCESS, out-of-range values DATA_RANGE / DATA_LIMIT, partial registers DATA_LENGTH. A
 latched hardware error sets the alert bit of every status packet and turns the torque off.
-``wire_baud`` (off by default: a pty has no wire time) makes each reply arrive when its last
-byte would at that baud rate, so a benchmark sees what six status packets cost against one.
+``wire_baud`` models the wire at that baud rate (10 bits a byte, half duplex): every instruction
+holds it for its bytes, and each reply arrives when its last byte would, so a configuration that
+cannot reach its rate on a real bus misses it here too, and six status packets cost what they
+would against one. ``EmulatorStack`` turns it on at the bus's baud rate unless
+``bus.emulate_wire_time = false``; built alone, the chain has none (a pty has no wire time).
 
 The servos move a ``PhysicsSource``: torque enable, operating mode, goals and gains become a
 ``Drive`` per joint through the ``JointMap`` (current mode: goal current x torque constant;
@@ -80,6 +83,9 @@ class EmulatedServo:
         self.factory_reset(keep_id=False)
         self.set(XTable.ID, pid)
         self.pending: tuple[int, bytes] | None = None
+        #: While the servo holds a position servo-side: what a new Goal Position alone changes
+        #: (the chain's fast path for the cycle's SYNC_WRITE); None otherwise.
+        self.goal_drive: tuple | None = None
 
     @property
     def id(self) -> int:
@@ -175,6 +181,7 @@ class ServoChainEmulator:
         link_dir: Path | None = None,
         faults: FaultInjector | None = None,
         fast_read: bool = True,
+        wire_baud: int | None = None,
     ) -> None:
         self.source, self.map, self.clock = source, joint_map, clock
         self.fast_read = fast_read
@@ -182,11 +189,29 @@ class ServoChainEmulator:
         models = model_numbers or [XTable.MODEL_NUMBER.default] * joint_map.n
         self.servos = {pid: EmulatedServo(pid, m) for pid, m in zip(joint_map.ids, models)}
         self.joint_of = {pid: j for j, pid in enumerate(joint_map.ids)}
+        m = joint_map
+        self._joint_units = list(
+            zip(
+                *(
+                    a.tolist()
+                    for a in (
+                        m.direction,
+                        m.zero_ticks,
+                        m.ticks_per_rad,
+                        m.torque_unit,
+                        m.kp_unit,
+                        m.kd_unit,
+                        m.velocity_unit,
+                    )
+                )
+            )
+        )
         self.parser = dxl.DynamixelStreamParser()
         self.reply_delay_s = 0.0
-        #: Baud rate whose wire time the replies take (None: they leave at once, as on a pty).
-        self.wire_baud: int | None = None
-        self._received_at, self._instruction_bytes = 0.0, 0
+        #: Baud rate whose wire time instructions and replies take (None: replies leave at once,
+        #: as a pty has no wire time).
+        self.wire_baud = wire_baud
+        self._wire_free = 0.0  # perf_counter s when the modelled wire is next free
         self.instructions = 0
         self._lock = threading.Lock()
         self._refresh()
@@ -224,30 +249,40 @@ class ServoChainEmulator:
             s.table[XTable.MOVING.address] = vel[j] != 0
 
     def _update_drive(self, pid: int) -> None:
-        s, j, m = self.servos[pid], self.joint_of[pid], self.map
-        mode = s.get(XTable.OPERATING_MODE)
-        unit = m.torque_unit[j]
-        limit = s.get(XTable.CURRENT_LIMIT) * unit
-        if not s.get(XTable.TORQUE_ENABLE) or s.hw_error:
+        """The drive of servo ``pid``'s joint from its registers, in Python floats (the same
+        operations as ``JointMap``'s, on one joint: this runs for every goal a cycle writes)."""
+        s, j = self.servos[pid], self.joint_of[pid]
+        direction, zero, tpr, unit, kp_unit, kd_unit, vel_unit = self._joint_units[j]
+        get = s.get
+        s.goal_drive = None
+        mode = get(XTable.OPERATING_MODE)
+        current_limit = get(XTable.CURRENT_LIMIT)
+        limit = current_limit * unit
+        if not get(XTable.TORQUE_ENABLE) or s.hw_error:
             drive = LIMP
         elif mode == OperatingMode.CURRENT:
-            cur = np.clip(
-                s.get(XTable.GOAL_CURRENT),
-                -s.get(XTable.CURRENT_LIMIT),
-                s.get(XTable.CURRENT_LIMIT),
-            )
-            drive = Drive(DriveKind.CURRENT, torque=m.direction[j] * cur * unit)
+            cur = min(max(get(XTable.GOAL_CURRENT), -current_limit), current_limit)
+            drive = Drive(DriveKind.CURRENT, torque=direction * cur * unit)
         elif mode in _POSITION_MODES:
             if mode == OperatingMode.CURRENT_BASED_POSITION:
-                limit = min(limit, abs(s.get(XTable.GOAL_CURRENT)) * unit)
-            kp, kd = m.kp_kd_from_gains(
-                [s.get(XTable.POSITION_P_GAIN)] * m.n, [s.get(XTable.POSITION_D_GAIN)] * m.n
+                limit = min(limit, abs(get(XTable.GOAL_CURRENT)) * unit)
+            kp = float(get(XTable.POSITION_P_GAIN)) * kp_unit
+            kd = float(get(XTable.POSITION_D_GAIN)) * kd_unit
+            if mode == OperatingMode.POSITION:
+                lo, hi = get(XTable.MIN_POSITION_LIMIT), get(XTable.MAX_POSITION_LIMIT)
+            else:
+                lo, hi = -Units.EXTENDED_POSITION_LIMIT, Units.EXTENDED_POSITION_LIMIT
+            s.goal_drive = (j, direction, zero, tpr, kp, kd, limit, lo, hi)
+            drive = Drive(
+                DriveKind.PD,
+                q_goal=direction * (float(get(XTable.GOAL_POSITION)) - zero) / tpr,
+                kp=kp,
+                kd=kd,
+                torque_limit=limit,
             )
-            q_goal = m.q_from_ticks(np.full(m.n, s.get(XTable.GOAL_POSITION)))[j]
-            drive = Drive(DriveKind.PD, q_goal=q_goal, kp=kp[j], kd=kd[j], torque_limit=limit)
         elif mode == OperatingMode.VELOCITY:
-            kv = s.get(XTable.VELOCITY_P_GAIN) / 128.0 * unit / m.velocity_unit[j]
-            qd_goal = m.direction[j] * s.get(XTable.GOAL_VELOCITY) * m.velocity_unit[j]
+            kv = get(XTable.VELOCITY_P_GAIN) / 128.0 * unit / vel_unit
+            qd_goal = direction * get(XTable.GOAL_VELOCITY) * vel_unit
             drive = Drive(DriveKind.PD, qd_goal=qd_goal, kd=kv, torque_limit=limit)
         else:  # PWM mode is not emulated: the joint is left limp
             drive = LIMP
@@ -255,23 +290,21 @@ class ServoChainEmulator:
 
     # ----------------------------------------------------------------- protocol
     def _on_data(self, data: bytes) -> None:
+        now = time.perf_counter()
         for packet in self.parser.feed(data):
             if isinstance(packet, dxl.InstructionPacket):
-                self._received_at = time.perf_counter()
-                self._instruction_bytes = dxl.MIN_PACKET_LENGTH + len(packet.params)
                 with self._lock:
                     self.instructions += 1
                     replies = self._handle(packet)
-                self._send(replies)
+                if self.wire_baud:
+                    self._send_paced(now, dxl.MIN_PACKET_LENGTH + len(packet.params), replies)
+                else:
+                    self._send(replies)
 
     def _send(self, replies: list[tuple[EmulatedServo, bytes]]) -> None:
         """Each reply (wire bytes) leaves after its servo's return delay (and any injected delay);
         replies without a delay leave in one write (the same bytes on the wire, fewer thread
-        switches). A fast read's aggregate packet waits for its first servo's delay only. With
-        ``wire_baud`` set, a reply arrives when its last byte would (10 bits a byte), after the
-        instruction's own bytes and the replies before it."""
-        if self.wire_baud:
-            return self._send_paced(replies)
+        switches). A fast read's aggregate packet waits for its first servo's delay only."""
         batch = bytearray()
         for servo, raw in replies:
             delay = self.reply_delay_s + servo.get(XTable.RETURN_DELAY_TIME) * Units.RETURN_DELAY_S
@@ -284,16 +317,24 @@ class ServoChainEmulator:
         if batch:
             self.port.write(bytes(batch))
 
-    def _send_paced(self, replies: list[tuple[EmulatedServo, bytes]]) -> None:
+    def _send_paced(
+        self, received: float, n_bytes: int, replies: list[tuple[EmulatedServo, bytes]]
+    ) -> None:
+        """The wire at ``wire_baud`` (10 bits a byte, half duplex): the instruction of
+        ``n_bytes`` takes the wire from when it was received (``received``, perf_counter s) or
+        when the wire is free, whichever is later; each reply follows after its return delay and
+        is written when its last byte would arrive. An instruction without replies (a sync write)
+        still holds the wire for its bytes, so the read after it waits for them."""
         byte_s = 10.0 / self.wire_baud
-        due = self._received_at + self._instruction_bytes * byte_s
+        due = max(self._wire_free, received) + n_bytes * byte_s
         for servo, raw in replies:
             delay = self.reply_delay_s + servo.get(XTable.RETURN_DELAY_TIME) * Units.RETURN_DELAY_S
-            due = max(due, time.perf_counter()) + delay + len(raw) * byte_s
+            due += delay + len(raw) * byte_s
             wait = due - time.perf_counter()
             if wait > 0:
                 time.sleep(wait)
             self.port.write(raw)
+        self._wire_free = due
 
     def _targets(self, pid: int) -> list[EmulatedServo]:
         if pid == BROADCAST_ID:
@@ -334,9 +375,11 @@ class ServoChainEmulator:
                     items = [(i, addr, d) for i, d in data.items()]
                 else:
                     items = dxl.parse_bulk_write(params)
+                goal = XTable.GOAL_POSITION
                 for i, a, d in items:
-                    if i in self.servos:
-                        self._write(self.servos[i], a, d)
+                    s = self.servos.get(i)
+                    if s is not None and not (a == goal.address and self._write_goal(s, d)):
+                        self._write(s, a, d)
                 return []
         except dxl.ProtocolError:
             return []  # malformed broadcast: nobody answers
@@ -423,6 +466,29 @@ class ServoChainEmulator:
             self._rekey(pid, s)
         self._update_drive(s.id)
         return StatusError.NONE
+
+    def _write_goal(self, s: EmulatedServo, data: bytes) -> bool:
+        """A Goal Position alone for a servo holding a position (``goal_drive``): the same
+        check, table write and drive as ``_write``, without walking the registers. False (nothing
+        done) where that does not apply."""
+        g = s.goal_drive
+        if g is None or len(data) != 4:
+            return False
+        j, direction, zero, tpr, kp, kd, limit, lo, hi = g
+        value = int.from_bytes(data, "little", signed=True)
+        if not lo <= value <= hi:
+            return False  # _write answers DATA_LIMIT (unheard: a sync write has no status)
+        address = XTable.GOAL_POSITION.address
+        s.table[address : address + 4] = data
+        drive = Drive(
+            DriveKind.PD,
+            q_goal=direction * (float(value) - zero) / tpr,
+            kp=kp,
+            kd=kd,
+            torque_limit=limit,
+        )
+        self.source.set_drive(j, drive)
+        return True
 
     def _rekey(self, old: int, s: EmulatedServo) -> None:
         """An ID write: the servo answers to its new id (its joint stays the same)."""

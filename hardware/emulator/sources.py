@@ -19,7 +19,7 @@ import collections
 import enum
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from twin.hardware.emulator.ft_device import IdealFtDevice
@@ -200,8 +200,12 @@ class IdealSource(PhysicsSource):
 
     def set_drive(self, joint: int, drive: Drive) -> None:
         with self.lock:
-            self._drives[joint] = drive
-            self._arrays = None
+            old, self._drives[joint] = self._drives[joint], drive
+            arrays = self._arrays
+            if arrays is not None and replace(old, q_goal=drive.q_goal) == drive:
+                arrays.q_goal[joint] = drive.q_goal  # a new goal only: the arrays stay
+            else:
+                self._arrays = None
 
     def joint_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with self.lock:

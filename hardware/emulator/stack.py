@@ -1,5 +1,7 @@
 """``EmulatorStack``: the servo chain, the F/T sensor and the IMU of one configuration, on
-pseudo-terminals with stable names in a temporary directory, driven by one physics source.
+pseudo-terminals with stable names in a temporary directory, driven by one physics source. The
+servo chain models its wire at ``bus.baudrate`` unless ``bus.emulate_wire_time`` is false
+(``ServoChainEmulator.wire_baud``).
 
 Real time by default (a ``RealTimeRunner`` advances the source from a monotonic clock); with a
 shared ``ManualClock`` the source only advances when the servo bus is read (lock-step).
@@ -67,6 +69,7 @@ class EmulatorStack:
                 model_numbers=[j.model_number for j in config.joints],
                 link_dir=self.link_dir,
                 faults=self.faults[BUS],
+                wire_baud=config.bus.baudrate if config.bus.emulate_wire_time else None,
             )
             if config.ft.enabled:
                 self.ft = BotaEmulator(

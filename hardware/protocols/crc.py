@@ -98,6 +98,23 @@ def crc16_dynamixel(
 
 
 _WORDS: dict[int, struct.Struct] = {}  # native-order word unpackers by data length
+_POSITION_TABLES: dict[int, np.ndarray] = {}
+
+
+def crc16_position_table(length: int) -> np.ndarray:
+    """(length, 256) uint16: the CRC-16/BUYPASS contribution of each byte value at each position
+    of a ``length``-byte message. The CRC is linear (init 0, no final XOR), so a message's CRC is
+    the XOR of one entry per byte: a whole batch of packets is checked in a few numpy calls."""
+    table = _POSITION_TABLES.get(length)
+    if table is None:
+        t8 = np.array(DXL_TABLE8, dtype=np.int64)
+        rows = np.empty((length, 256), np.int64)
+        r = t8.copy()  # a value in the last position: one table step
+        for j in range(length - 1, -1, -1):
+            rows[j] = r
+            r = ((r << 8) & 0xFFFF) ^ t8[r >> 8]  # one more zero byte after it
+        table = _POSITION_TABLES.setdefault(length, rows.astype(np.uint16))
+    return table
 
 
 def crc16_dynamixel_bitwise(data: bytes | bytearray) -> int:

@@ -17,7 +17,12 @@ import struct
 
 import numpy as np
 from twin.hardware.errors import ProtocolError
-from twin.hardware.protocols.crc import DXL_TABLE8, DXL_TABLE16, NATIVE_LITTLE_ENDIAN
+from twin.hardware.protocols.crc import (
+    DXL_TABLE8,
+    DXL_TABLE16,
+    NATIVE_LITTLE_ENDIAN,
+    crc16_position_table,
+)
 from twin.hardware.protocols.dynamixel_packet import (
     HEADER,
     STUFF_PATTERN,
@@ -31,22 +36,6 @@ from twin.hardware.protocols.stream import ParserStats
 _HEADER_ARRAY = np.frombuffer(HEADER, np.uint8)
 _FAST_MIN = 16  # packets in a run before the vectorised path pays off (measured: ~10)
 _WORDS: dict[int, object] = {}  # native-order word unpackers by data length
-_POSITION_TABLES: dict[int, np.ndarray] = {}
-
-
-def _position_table(length: int) -> np.ndarray:
-    """(length, 256) uint16: the CRC contribution of each byte value at each position of a
-    ``length``-byte message (CRC-16/BUYPASS is linear: init 0, no final XOR)."""
-    table = _POSITION_TABLES.get(length)
-    if table is None:
-        t8 = np.array(DXL_TABLE8, dtype=np.int64)
-        rows = np.empty((length, 256), np.int64)
-        r = t8.copy()  # a value in the last position: one table step
-        for j in range(length - 1, -1, -1):
-            rows[j] = r
-            r = ((r << 8) & 0xFFFF) ^ t8[r >> 8]  # one more zero byte after it
-        table = _POSITION_TABLES.setdefault(length, rows.astype(np.uint16))
-    return table
 
 
 def _unpacker(n: int):
@@ -98,7 +87,7 @@ class DynamixelStreamParser:
             axis=1
         )
         n = total - 2
-        table = _position_table(n)
+        table = crc16_position_table(n)
         crc = np.bitwise_xor.reduce(table[np.arange(n), rows[:, :n]], axis=1)
         ok &= crc == (rows[:, n].astype(np.uint16) | (rows[:, n + 1].astype(np.uint16) << 8))
         k = m if ok.all() else int(np.argmin(ok))

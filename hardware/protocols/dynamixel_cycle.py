@@ -1,0 +1,167 @@
+"""The packets of one bus cycle, laid out once: the goal SYNC_WRITE and the present-values read
+(``docs/protocols/dynamixel.md``, "The bus cycle").
+
+A control cycle sends the same instructions to the same servos every period; only the goal
+values change. ``GoalWriter`` keeps the SYNC_WRITE's bytes in a numpy record array (id, value per
+servo) behind a fixed head, so a cycle's packet is one field assignment, one ``tobytes`` and the
+CRC. ``PresentLayout`` holds the cycle's read instruction (FAST_SYNC_READ or SYNC_READ of Present
+Current, Velocity and Position) as ready bytes and decodes the answer with one ``frombuffer``:
+the fast read's aggregate status as records ``ERR | ID | current | velocity | position | CRC``,
+its ids compared as bytes and its block CRCs checked in one pass of the 16-bit table over the
+packet. Pure codec: no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+from twin.hardware.errors import InvalidArgumentError, ProtocolError
+from twin.hardware.protocols import dynamixel as dxl
+from twin.hardware.protocols.crc import DXL_TABLE16, NATIVE_LITTLE_ENDIAN, crc16_dynamixel
+from twin.hardware.protocols.dynamixel_packet import FAST_BLOCK_OVERHEAD, HEADER, STUFF_PATTERN
+from twin.hardware.protocols.dynamixel_table import (
+    ALERT_BIT,
+    BROADCAST_ID,
+    PRESENT_BLOCK_ADDRESS,
+    PRESENT_BLOCK_LENGTH,
+    STATUS_INSTRUCTION,
+    Instruction,
+    Register,
+)
+
+_VALUE_TYPES = {(1, False): "u1", (2, False): "<u2", (2, True): "<i2", (4, False): "<u4"}
+_VALUE_TYPES[(4, True)] = "<i4"
+_PRESENT_FIELDS = [("current", "<i2"), ("velocity", "<i4"), ("position", "<i4")]
+#: One block of a fast read's aggregate status for the present block (14 bytes).
+FAST_PRESENT_BLOCK = np.dtype([("err", "u1"), ("id", "u1"), *_PRESENT_FIELDS, ("crc", "<u2")])
+PRESENT_RECORD = np.dtype(_PRESENT_FIELDS)
+
+
+def sync_write_length(n_servos: int, size: int) -> int:
+    """Wire bytes of a SYNC_WRITE of ``size`` bytes to each of ``n_servos`` (unstuffed)."""
+    return dxl.MIN_PACKET_LENGTH + 4 + n_servos * (1 + size)
+
+
+def read_request_length(n_servos: int) -> int:
+    """Wire bytes of a (FAST_)SYNC_READ instruction to ``n_servos``."""
+    return dxl.MIN_PACKET_LENGTH + 4 + n_servos
+
+
+def present_reply_length(n_servos: int, fast: bool) -> int:
+    """Wire bytes of the answer to the cycle's read: one aggregate status packet (fast) or one
+    status packet per servo."""
+    if fast:
+        return 7 + dxl.fast_status_length([PRESENT_BLOCK_LENGTH] * n_servos)
+    return n_servos * (dxl.MIN_PACKET_LENGTH + 1 + PRESENT_BLOCK_LENGTH)
+
+
+class GoalWriter:
+    """SYNC_WRITE of one register (``reg``) to ``ids``, its bytes kept between cycles."""
+
+    def __init__(self, reg: Register, ids: Sequence[int]) -> None:
+        dxl.sync_write(reg.address, reg.size, {pid: bytes(reg.size) for pid in ids})  # checks ids
+        self.reg, self.ids = reg, tuple(ids)
+        code = _VALUE_TYPES[(reg.size, reg.signed)]
+        info = np.iinfo(np.dtype(code))
+        self._lo, self._hi = int(info.min), int(info.max)
+        self._records = np.zeros(len(ids), np.dtype([("id", "u1"), ("value", code)]))
+        self._records["id"] = ids
+        length = sync_write_length(len(ids), reg.size) - 7
+        self._head = HEADER + bytes(
+            (BROADCAST_ID, length & 0xFF, length >> 8, Instruction.SYNC_WRITE)
+        )
+        self._head += reg.address.to_bytes(2, "little") + reg.size.to_bytes(2, "little")
+        self._head_crc = crc16_dynamixel(self._head)
+
+    def encode(self, values: np.ndarray) -> bytes:
+        """Wire bytes for ``values`` (n,) raw register values, in the order of ``ids``;
+        ``InvalidArgumentError`` if one does not fit the register."""
+        values = np.asarray(values)
+        if values.min() < self._lo or values.max() > self._hi:
+            raise InvalidArgumentError(
+                f"{self.reg.name} values {values.tolist()} do not fit the register "
+                f"[{self._lo}, {self._hi}]"
+            )
+        self._records["value"] = values
+        data = self._records.tobytes()
+        if STUFF_PATTERN in data:  # rare (a value with FF FF FD in it): the codec stuffs it
+            return dxl.encode_instruction(
+                dxl.InstructionPacket(BROADCAST_ID, Instruction.SYNC_WRITE, self._head[8:] + data)
+            )
+        crc = crc16_dynamixel(data, self._head_crc)
+        return self._head + data + bytes((crc & 0xFF, crc >> 8))
+
+
+class PresentLayout:
+    """The cycle's read of Present Current, Velocity and Position from ``ids`` (module doc):
+    ``request`` is its instruction's wire bytes, ``reply_bytes`` the answer's, and
+    ``reply_ids`` the senders the bus waits for."""
+
+    def __init__(self, ids: Sequence[int], fast: bool) -> None:
+        self.ids, self.fast = tuple(ids), fast
+        n = len(ids)
+        make = dxl.fast_sync_read if fast else dxl.sync_read
+        self.instruction = make(PRESENT_BLOCK_ADDRESS, PRESENT_BLOCK_LENGTH, self.ids)
+        self.request = dxl.encode_instruction(self.instruction)
+        self.reply_bytes = present_reply_length(n, fast)
+        self.reply_ids = (BROADCAST_ID,) if fast else self.ids
+        self._id_bytes = bytes(self.ids)
+        self.no_errors = bytes(n)
+        if fast:
+            block = PRESENT_BLOCK_LENGTH + FAST_BLOCK_OVERHEAD
+            length = self.reply_bytes - 7
+            self._head = HEADER + bytes(
+                (BROADCAST_ID, length & 0xFF, length >> 8, STATUS_INSTRUCTION)
+            )
+            # Block k's CRC covers the packet from its first byte through block k's data (which
+            # ends at an even offset: the CRC runs a 16-bit word at a time from block to block).
+            ends = [len(self._head) + k * block + block - 2 for k in range(n - 1)]
+            if any(e % 2 for e in ends):
+                raise InvalidArgumentError("block ends must be at even offsets")
+            self._spans = [(a // 2, e // 2, e) for a, e in zip([0, *ends[:-1]], ends)]
+            self._words = struct.Struct(f"={ends[-1] // 2}H") if ends else None
+
+    def decode(self, replies: Sequence[dxl.StatusPacket]) -> tuple[np.ndarray, bytes]:
+        """``(records, err)`` of the answer: records (n,) with ``current``, ``velocity`` and
+        ``position`` fields (raw register values) and the ERR bytes of the servos, in the order
+        of ``ids``. ``ProtocolError`` for an answer of the wrong shape, ids or block CRCs."""
+        if not self.fast:
+            if any(len(r.params) != PRESENT_BLOCK_LENGTH for r in replies):
+                raise ProtocolError(
+                    f"a present-values reply must carry {PRESENT_BLOCK_LENGTH} data bytes, got "
+                    f"{[len(r.params) for r in replies]}"
+                )
+            records = np.frombuffer(b"".join(r.params for r in replies), PRESENT_RECORD)
+            return records, bytes(r.error for r in replies)
+        (packet,) = replies
+        body = bytes((packet.error,)) + packet.params + b"\0\0"  # the packet CRC was stripped
+        size = FAST_PRESENT_BLOCK.itemsize
+        if packet.id != BROADCAST_ID or len(body) != len(self.ids) * size:
+            raise ProtocolError(
+                f"fast-read status from id {packet.id} with {len(body) - 2} bytes of blocks; "
+                f"expected id 0xFE and {len(self.ids) * size - 2}"
+            )
+        if body[1::size] != self._id_bytes:
+            raise ProtocolError(
+                f"fast-read blocks are from ids {list(body[1::size])}, expected {list(self.ids)}"
+            )
+        if self._words is not None:
+            self._check_block_crcs(self._head + body)
+        return np.frombuffer(body, FAST_PRESENT_BLOCK), body[0::size]
+
+    def _check_block_crcs(self, message: bytes) -> None:
+        t16, r = DXL_TABLE16, 0  # r: the running CRC, byte-swapped on a little-endian host
+        words = self._words.unpack_from(message)
+        for k, (a, b, end) in enumerate(self._spans):
+            for word in words[a:b]:
+                r = t16[r ^ word]
+            crc = ((r & 0xFF) << 8) | (r >> 8) if NATIVE_LITTLE_ENDIAN else r
+            if crc != message[end] | message[end + 1] << 8:
+                raise ProtocolError(f"fast-read block {k} (id {self.ids[k]}): CRC-16 mismatch")
+
+
+def alert_flags(err: bytes) -> np.ndarray:
+    """(n,) bool: the alert bit of each ERR byte."""
+    return (np.frombuffer(err, np.uint8) & ALERT_BIT) != 0
