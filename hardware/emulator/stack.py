@@ -1,7 +1,7 @@
 """``EmulatorStack``: the servo chain, the F/T sensor and the IMU of one configuration, on
 pseudo-terminals with stable names in a temporary directory, driven by one physics source. The
-servo chain models its wire at ``bus.baudrate`` unless ``bus.emulate_wire_time`` is false
-(``ServoChainEmulator.wire_baud``).
+servo chain models its wire at ``bus.baudrate`` unless ``bus.emulate_wire_time`` is false or
+the run is lock-step (``ServoChainEmulator.wire_baud``).
 
 Real time by default (a ``RealTimeRunner`` advances the source from a monotonic clock); with a
 shared ``ManualClock`` the source only advances when the servo bus is read (lock-step).
@@ -69,7 +69,7 @@ class EmulatorStack:
                 model_numbers=[j.model_number for j in config.joints],
                 link_dir=self.link_dir,
                 faults=self.faults[BUS],
-                wire_baud=config.bus.baudrate if config.bus.emulate_wire_time else None,
+                wire_baud=config.bus.baudrate if self._wire_timed() else None,
             )
             if config.ft.enabled:
                 self.ft = BotaEmulator(
@@ -95,6 +95,12 @@ class EmulatorStack:
                 XTable.CURRENT_LIMIT,
                 max(servo.get(XTable.CURRENT_LIMIT), 2047 if servo.model_number == 1100 else 1193),
             )
+
+    def _wire_timed(self) -> bool:
+        """Whether the servo chain holds its wire for each packet's transmission time: as
+        configured (``bus.emulate_wire_time``), and never in lock-step, where the shared
+        ``ManualClock`` is the only time there is (a real-time wait would only slow the run)."""
+        return self.config.bus.emulate_wire_time and not isinstance(self.clock, ManualClock)
 
     @property
     def ports(self) -> dict[str, str]:
