@@ -23,9 +23,23 @@ pairs), then RRT-Connect's connect, which checked every ``2 margin / D`` step (4
 at ``motion_margin=0.002``) of its segments. Now: the product always runs in column blocks
 (no threads), body-pair culling is off when bodies hold about one sphere pair each, and
 ``free_prefixes`` takes the certified two-round scheme of ``segments_free`` with early exit
-(about 2.4x less time per check and a fifth fewer checks). The search itself (free space in the
-cage is split by the self-collision pairs: about half of all random UR5 configurations collide
-with itself) still needs thousands of iterations on some queries: that is the remaining gap.
+(about 2.4x less time per check and a fifth fewer checks).
+
+Why the search needed tens of thousands of checks (measured on 2,000-4,000 random
+configurations and 10-16 queries): (1) the field's lookup slack (``h sqrt(3) / 2``, 8.7 mm)
+inflated the cage's spheres: free share 7.2 % against 8.6 % for the exact sphere model at the
+margin (PyBullet's exact geometry: 8.1 % at margin 0; self-collision alone blocks half); with
+exact sphere checks (``field.EXACT_SPHERES``) RRT-Connect alone needed about 4x fewer checks
+(median 36,700 -> 8,100) and solved 9 of 10 instead of 6. (2) The margins: 2 mm costs 0.5 points
+of free share (8.1 % -> 7.6 %); 0.5 mm solves no more queries and needs 3x the checks (finer
+certified steps). (3) RRT-Connect: steps of 0.4 or 1.0 rad (VAMP: 2.0) do worse than 0.6;
+VAMP's dynamic domain and tree balancing took 12 -> 15 of 16 queries. (4) Blocked segments
+stopped early (one coarse sample in four first) and greedy shortcuts in batches cut a third of
+the checks of via paths and smoothing. (5) Some uniform queries are infeasible: the UR5's upper
+arm meets its base sphere for joint 2 in about [0.65, 2.5] rad whatever the other joints do
+(``separated``); such queries used the whole budget and are no longer drawn. Left: about 27,000
+checks a query (RRT about a third, smoothing and blend radii most of the rest) at about 16 us a
+check in small batches.
 
 Sphere obstacles' cost: ``set_obstacles`` time and the memory it allocates (tracemalloc peak and
 what stays allocated) against the number of sphere obstacles. Before, a sphere cost about 1 ms
@@ -118,16 +132,42 @@ def clutter_scene(shoulder: np.ndarray, rng: np.random.Generator) -> Scene:
     return Scene("clutter", items)
 
 
+def separated(planner: Planner, start: np.ndarray, goal: np.ndarray, q1_steps: int = 36) -> bool:
+    """Whether start and goal (n,) rad lie on two sides of a band of joint 2 that the spheres of
+    the first two groups (poses set by joints 1 and 2 alone) block for every joint 1 (sampled:
+    ``q1_steps`` values of joint 1, joint 2 every 0.01 rad between the two): no path exists in
+    the planner's model. On the UR5 the upper arm meets the base sphere for joint 2 in about
+    [0.65, 2.5] rad, whatever the other joints do: uniform queries across that band are
+    infeasible (for VAMP's model too, which checks the same sphere pairs)."""
+    kernel, c = planner.checker._kernel, planner.checker._spheres()
+    group, radii = c.group[kernel.order], c.radii[kernel.order]
+    pa, pb = kernel.pair_a, kernel.pair_b
+    sel = (group[pa] <= 2) & (group[pb] <= 2)
+    if not sel.any():
+        return False
+    pa, pb = pa[sel], pb[sel]
+    q2 = np.linspace(start[1], goal[1], max(2, int(abs(goal[1] - start[1]) / 0.01) + 1))
+    q1 = np.linspace(planner.model.lower[0], planner.model.upper[0], q1_steps)
+    q = np.zeros((len(q2) * len(q1), len(start)))
+    q[:, 0] = np.tile(q1, len(q2))
+    q[:, 1] = np.repeat(q2, len(q1))
+    x = kernel.centers(q)
+    gap = np.linalg.norm(x[:, pa] - x[:, pb], axis=-1) - radii[pa] - radii[pb]
+    blocked = (gap.min(axis=1) < planner.checker.margin).reshape(len(q2), len(q1))
+    return bool(blocked.all(axis=1).any())
+
+
 def make_queries(
     planner: Planner, exact: ExactChecker, rng: np.random.Generator, count: int
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``count`` (start, goal) pairs (n,) rad: both free (model and exact), segment blocked."""
+    """``count`` (start, goal) pairs (n,) rad: both free (model and exact), segment blocked, not
+    ``separated`` (infeasible)."""
     model, out = planner.model, []
     while len(out) < count:
         q = rng.uniform(model.lower, model.upper, size=(2, model.n_joints))
         if not planner.configurations_free(q).all() or exact.colliding_many(q).any():
             continue
-        if planner.checker.segment_free(q[0], q[1]):
+        if planner.checker.segment_free(q[0], q[1]) or separated(planner, q[0], q[1]):
             continue
         out.append((q[0], q[1]))
     return out

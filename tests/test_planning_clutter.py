@@ -1,6 +1,7 @@
-"""Planning in sphere clutter: sphere obstacles drawn into the distance field (a lower bound, bytes
-per sphere), the certified free prefixes of RRT-Connect's connect step, paths re-verified with
-PyBullet's exact geometry, replay."""
+"""Planning in sphere clutter: sphere obstacles as a lower bound of the signed distance (exact
+up to ``field.EXACT_SPHERES``, drawn into the field beyond; bytes per sphere), the certified free
+prefixes of RRT-Connect's connect step, paths re-verified with PyBullet's exact geometry,
+replay."""
 
 from __future__ import annotations
 

@@ -9,11 +9,16 @@ nodes within ``band`` of it and combined with ``min``, so replacing one obstacle
 that obstacle.
 
 * box, cylinder: exact signed distance at the nodes.
-* sphere: exact signed distance at the nodes too, but not stored as a patch: a sphere is kept as
-  its centre and radius (``SpherePatch``, bytes) and drawn straight into the grid on every
-  ``rebuild``, in float32 less ``SPHERE_ROUNDING`` (which covers float32's rounding of the
-  distance). A stored float32 patch of the ``((2 (r + band)) / h)^3`` nodes around it cost
-  about 75 KB and 1 ms a sphere (issue 19; ``benchmarks/bench_planner_clutter.py``).
+* sphere: not stored as a patch: a sphere is kept as its centre and radius (``SpherePatch``,
+  bytes). Up to ``EXACT_SPHERES`` of them are checked EXACTLY (``exact_spheres``: the robot's
+  sphere checkers compute centre-to-centre distances, ``clearance`` includes them, no lookup
+  slack); more are drawn straight into the grid on every ``rebuild`` (exact signed distance at
+  the nodes, in float32 less ``SPHERE_ROUNDING``, which covers float32's rounding). The grid's
+  lookup slack ``h sqrt(3) / 2`` (8.7 mm at 1 cm) inflates every drawn sphere and closes the
+  narrow gaps of a sphere cage: on VAMP's UR5 cage problem it took the free share of random
+  configurations from 8.6 % (exact) to 7.2 % and RRT-Connect needed about 4x the checks
+  (``benchmarks/bench_planner_clutter.py``). A stored float32 patch of the
+  ``((2 (r + band)) / h)^3`` nodes around a sphere cost about 75 KB and 1 ms a sphere (issue 19).
 * point cloud: each point marks its nearest node; the truncated Euclidean distance transform
   ``E`` of the marked nodes (exact up to ``band``, by separable passes over windows of
   ``band / h`` nodes) gives ``E - h sqrt(3) / 2``, a lower bound since a point lies within
@@ -37,6 +42,11 @@ _SQRT3_2 = 0.5 * np.sqrt(3.0)
 #: m subtracted from the float32 sphere distances: far more than their rounding (distances up to
 #: a few metres, relative error a few float32 ulps, about 1e-6 m), far less than the field slack.
 SPHERE_ROUNDING = 1e-5
+#: Up to this many sphere obstacles are checked exactly (not drawn into the grid): the checks
+#: then cost (robot spheres x obstacle spheres) distances per configuration.
+EXACT_SPHERES = 32
+#: m subtracted from exact (float64) sphere distances: covers their rounding many times over.
+EXACT_ROUNDING = 1e-9
 
 
 @dataclass(frozen=True)
@@ -74,12 +84,14 @@ class DistanceField:
         # One array: node lower bounds less the lookup slack, -inf on the outer layer.
         self._grid = np.empty(self.shape, dtype=np.float32)
         self._flat = self._grid.reshape(-1)
+        self.version = 0  # incremented by every rebuild
         self.rebuild([])
 
     # ----------------------------------------------------------------- combination and queries
     def rebuild(self, patches: list[Patch | SpherePatch]) -> None:
-        """Set the field to the minimum of ``band`` and every patch. A sphere centre outside the
-        grid is clamped onto its outer layer, which holds ``-inf``: reported blocked."""
+        """Set the field to the minimum of ``band`` and every patch (up to ``EXACT_SPHERES``
+        sphere patches are kept exact instead: ``exact_spheres``). A point outside the grid is
+        clamped onto its outer layer, which holds ``-inf``: reported blocked."""
         grid = self._grid
         grid.fill(np.float32(self.band) - self._slack)
         spheres = []
@@ -89,19 +101,27 @@ class DistanceField:
                 continue
             sl = tuple(slice(s, s + n) for s, n in zip(p.start, p.values.shape))
             np.minimum(grid[sl], p.values - self._slack, out=grid[sl])
-        if spheres:
-            self._draw_spheres(spheres)
+        exact = spheres if len(spheres) <= EXACT_SPHERES else []
+        self._exact_centers = np.array([p.center for p in exact], dtype=float).reshape(-1, 3)
+        self._exact_radii = np.array([p.radius for p in exact], dtype=float)
+        self.version += 1
+        if spheres and not exact:
+            self._draw_spheres(spheres, grid)
         for axis in range(3):
             edge = [slice(None)] * 3
             for end in (0, -1):
                 edge[axis] = end
                 grid[tuple(edge)] = -np.inf
 
-    def _draw_spheres(self, spheres: list[SpherePatch]) -> None:
-        """Lower the grid to each sphere's signed distance less the lookup slack, on the block of
-        nodes within ``band`` of it: per sphere, squared offsets along the three axes (float64,
-        from the node coordinates) summed by broadcasting in float32."""
-        grid, h = self._grid, self.h
+    def exact_spheres(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sphere obstacles checked exactly: centres (K, 3) m and radii (K,) m."""
+        return self._exact_centers, self._exact_radii
+
+    def _draw_spheres(self, spheres: list[SpherePatch], grid: np.ndarray) -> None:
+        """Lower ``grid`` (this field's shape) to each sphere's signed distance less the lookup
+        slack, on the block of nodes within ``band`` of it: per sphere, squared offsets along the
+        three axes (float64, from the node coordinates) summed by broadcasting in float32."""
+        h = self.h
         centers = np.array([p.center for p in spheres], dtype=float)  # (K, 3)
         radii = np.array([p.radius for p in spheres], dtype=float)
         reach = (radii + self.band)[:, None]
@@ -125,8 +145,13 @@ class DistanceField:
 
     @property
     def values(self) -> np.ndarray:
-        """Node lower bounds (a, b, c) m of the signed distance (``-inf`` on the outer layer)."""
-        return self._grid + self._slack
+        """Node lower bounds (a, b, c) m of the signed distance (``-inf`` on the outer layer),
+        the exactly checked spheres included (drawn here, on a copy)."""
+        grid = self._grid.copy()
+        if len(self._exact_radii):
+            spheres = [SpherePatch(tuple(c), float(r)) for c, r in zip(*self.exact_spheres())]
+            self._draw_spheres(spheres, grid)
+        return grid + self._slack
 
     def clearance(self, centers: np.ndarray) -> np.ndarray:
         """Lower bound (...,) m of the signed obstacle distance at points (..., 3); ``-inf`` on
@@ -135,11 +160,17 @@ class DistanceField:
         # which the clip keeps on the outer layer as well.
         idx = ((centers - self._half_node) * self._inv_h).astype(np.intp)
         np.clip(idx, 0, self._upper_idx, out=idx)
-        return self.at_nodes(idx @ self._strides)
+        out = self.at_nodes(idx @ self._strides)
+        if not len(self._exact_radii):
+            return out
+        d = np.linalg.norm(centers[..., None, :] - self._exact_centers, axis=-1)
+        d -= self._exact_radii + EXACT_ROUNDING
+        return np.minimum(out, d.min(axis=-1))
 
     def at_nodes(self, flat_index: np.ndarray) -> np.ndarray:
-        """``clearance`` (...,) m at nodes given by flat index ``(i * shape[1] + j) * shape[2] + k``
-        (...,), for callers that find the nearest nodes themselves (``kernel.SphereKernel``)."""
+        """The grid's part of ``clearance`` (...,) m (without ``exact_spheres``) at nodes given by
+        flat index ``(i * shape[1] + j) * shape[2] + k`` (...,), for callers that find the nearest
+        nodes themselves and check the exact spheres themselves (``kernel.SphereKernel``)."""
         return self._flat.take(flat_index)
 
     # ----------------------------------------------------------------------------- patches

@@ -23,7 +23,8 @@ what the query pays. Field indices are not clipped when every sphere centre prov
 inside the grid (``set_reach``).
 
 A configuration is free when every obstacle-checked sphere keeps ``margin`` from the obstacles
-(field lower bound) and every checked sphere pair keeps a gap of ``margin``. In larger batches a
+(field lower bound; exact centre-to-centre distances for the field's ``exact_spheres``, computed
+in grid units as ``|u|^2 - 2 u . c + |c|^2`` by one broadcast product) and every checked sphere pair keeps a gap of ``margin``. In larger batches a
 body pair whose bounding spheres keep ``margin`` apart in every configuration of the batch skips
 its sphere pairs (its bounds' gap, a lower bound of theirs, stands in; in planning batches about
 one body pair in fifteen comes that close). Given the joint steps ``dq`` of each sample's segment,
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from twin.planning.collision.field import DistanceField
+from twin.planning.collision.field import EXACT_ROUNDING, DistanceField
 from twin.planning.collision.robot_model import AnchorChain, CompiledSpheres
 
 #: Largest m * n * k of one BLAS call (OpenBLAS stays single-threaded below 2 * 65536 * 4).
@@ -140,6 +141,7 @@ class SphereKernel:
         self._upper = (np.asarray(field.shape) - 1)[:, None]
         self._strides = np.array([field.shape[1] * field.shape[2], field.shape[2], 1])
         self._env_r = radii[: self.n_env, None]
+        self._exact_version = -1  # field version of the cached exact spheres (``_exact``)
         # Self-collision pairs (kernel order) and the sums of their radii (m).
         self.pair_a = pos[c.pair_a]
         self.pair_b = pos[c.pair_b]
@@ -254,6 +256,8 @@ class SphereKernel:
         if self._need_clip:
             np.clip(idx, 0, self._upper, out=idx)
         values = self.field.at_nodes(self._strides @ idx)
+        if len(self.field.exact_spheres()[1]):
+            values = np.minimum(values, self._sphere_clearance(u[:e]))
         if len(q) > _SMALL and self._prune:
             return self._evaluate_pruned(u, values, dq)
         # Clearances (E + P, N) m: spheres from the obstacles, then sphere pairs.
@@ -284,6 +288,31 @@ class SphereKernel:
             return self._verdict(gap, None, None)
         rows = np.concatenate((np.arange(e), e + far, e + len(self._bpa) + pairs))
         return self._verdict(gap, self._weights_all.take(rows, axis=0), dq)
+
+    def _exact(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The field's exact spheres in grid units: centres (K, 3), squared norms (K, 1) and
+        radii plus rounding (K, 1) m (cached per field version)."""
+        f = self.field
+        if self._exact_version != f.version:
+            centers, radii = f.exact_spheres()
+            c = (centers - (f.origin - 0.5 * self.h)) / self.h
+            self._exact_cache = (c, np.einsum("kc,kc->k", c, c)[:, None], radii[:, None])
+            self._exact_version = f.version
+        return self._exact_cache
+
+    def _sphere_clearance(self, u: np.ndarray) -> np.ndarray:
+        """Exact signed distances (E, N) m from centres u (E, 3, N) (grid units) to the nearest
+        of the field's exact spheres, less ``field.EXACT_ROUNDING``."""
+        c, cc, r = self._exact()
+        d = np.matmul(c, u)  # (E, K, N)
+        d *= -2.0
+        d += np.einsum("ecn,ecn->en", u, u)[:, None]
+        d += cc
+        np.maximum(d, 0.0, out=d)
+        np.sqrt(d, out=d)
+        d *= self.h
+        d -= r + EXACT_ROUNDING
+        return d.min(axis=1)
 
     def _pair_gaps(self, u, pa, pb, radii, out) -> None:
         """Into ``out`` (P, N): the gaps (m) between the spheres ``pa`` and ``pb`` (P,) of grid

@@ -16,13 +16,25 @@ import numpy as np
 
 from twin.planning.collision.checker import CollisionChecker
 
+#: Dynamic domain (Yershova et al., 2005; VAMP's RRT-Connect defaults): a node whose extension
+#: failed only extends towards samples within its radius (rad), first ``DOMAIN_RADIUS``, then
+#: shrunk by ``1 - DOMAIN_ALPHA`` per failure (at least ``DOMAIN_MIN``) and grown by
+#: ``1 + DOMAIN_ALPHA`` per success. In clutter most uniform samples lie behind obstacles as seen
+#: from their nearest node: their extensions fail and cost checks for nothing.
+DOMAIN_RADIUS = 4.0
+DOMAIN_MIN = 1.0
+DOMAIN_ALPHA = 1e-4
+BALANCE = True
+
 
 class _Tree:
-    """Nodes (capacity, n) rad with parent indices; node 0 is the root."""
+    """Nodes (capacity, n) rad with parent indices and dynamic-domain radii (rad, ``inf``: not
+    limited); node 0 is the root."""
 
     def __init__(self, root: np.ndarray, capacity: int) -> None:
         self.nodes = np.empty((capacity, len(root)))
         self.parent = np.full(capacity, -1, dtype=int)
+        self.radius = np.full(capacity, np.inf)
         self.nodes[0] = root
         self.size = 1
 
@@ -30,6 +42,7 @@ class _Tree:
         if self.size == len(self.nodes):
             self.nodes = np.concatenate((self.nodes, np.empty_like(self.nodes)))
             self.parent = np.concatenate((self.parent, np.full(len(self.parent), -1)))
+            self.radius = np.concatenate((self.radius, np.full(len(self.radius), np.inf)))
         self.nodes[self.size] = q
         self.parent[self.size] = parent
         self.size += 1
@@ -85,7 +98,12 @@ def rrt_connect(
                 i_s, i_g = (i_a, i_b) if active == 0 else (i_b, i_a)
                 path = trees[0].branch(i_s)[::-1] + trees[1].branch(i_g)[1:]
                 return RrtResult(np.array(path), it)
-        active = 1 - active
+        if BALANCE:  # VAMP's rule: swap unless the other tree has grown twice as large
+            a, b = trees[active].size, trees[1 - active].size
+            if abs(a - b) / a < 1.0:
+                active = 1 - active
+        else:
+            active = 1 - active
     return RrtResult(None, max_iterations)
 
 
@@ -107,13 +125,24 @@ def _extend_many(
     q_near = tree.nodes[near]
     d = targets - q_near
     dist = np.linalg.norm(d, axis=1)
-    keep = dist > 1e-9
+    radius = tree.radius[near]
+    keep = (dist > 1e-9) & (dist <= radius)  # dynamic domain: samples within reach only
     scale = np.where(dist > step, step / np.maximum(dist, 1e-12), 1.0)
     q_new = q_near + d * scale[:, None]
     if not np.any(keep):
         return []
     ok = np.zeros(len(targets), dtype=bool)
     ok[keep] = checker.segments_free(q_near[keep], q_new[keep])
+    for i in np.flatnonzero(keep):  # in order: a node may be the nearest of several samples
+        j = near[i]
+        r = tree.radius[j]
+        if ok[i]:
+            if r < np.inf:
+                tree.radius[j] = r * (1.0 + DOMAIN_ALPHA)
+        else:
+            tree.radius[j] = (
+                DOMAIN_RADIUS if r == np.inf else max(r * (1.0 - DOMAIN_ALPHA), DOMAIN_MIN)
+            )
     return [tree.add(q_new[i].copy(), int(near[i])) for i in np.flatnonzero(ok)]
 
 

@@ -1,7 +1,8 @@
 """Shortcutting and smoothing of joint-space polylines, with every change collision-checked.
 
 1. ``greedy_shortcut``: from each way-point jump to the farthest later way-point reachable by a
-   free straight segment (all candidates of a way-point checked in one batch).
+   free straight segment (candidates checked farthest first, ``_GREEDY_BATCH`` per batch, up to
+   the first batch with a free one: on long RRT paths in clutter all of them cost O(K^2)).
 2. ``random_shortcuts``: rounds of random pairs of points along the path (not only way-points);
    all candidates of a round are checked in one batch and the free one saving most length is
    applied.
@@ -17,6 +18,9 @@ import numpy as np
 
 from twin.planning.collision.checker import CollisionChecker
 
+#: Candidates of ``greedy_shortcut`` checked per batch.
+_GREEDY_BATCH = 8
+
 
 def path_length(path: np.ndarray) -> float:
     """Joint-space length (rad, L2 per segment) of a polyline (K, n)."""
@@ -29,10 +33,12 @@ def greedy_shortcut(checker: CollisionChecker, path: np.ndarray) -> np.ndarray:
     while i < last:
         cand = np.arange(last, i + 1, -1)  # farthest first
         nxt = i + 1
-        if len(cand):
-            ok = checker.segments_free(np.repeat(path[i][None], len(cand), 0), path[cand])
+        for lo in range(0, len(cand), _GREEDY_BATCH):  # the first free one, batch by batch
+            part = cand[lo : lo + _GREEDY_BATCH]
+            ok = checker.segments_free(np.repeat(path[i][None], len(part), 0), path[part])
             if np.any(ok):
-                nxt = int(cand[np.argmax(ok)])
+                nxt = int(part[np.argmax(ok)])
+                break
         out.append(path[nxt])
         i = nxt
     return np.array(out)
