@@ -62,6 +62,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from twin.assets import arms
 from twin.benchmarks._report import emit_json, print_table
 from twin.benchmarks.planner_exact import ExactChecker, verify_path
 
@@ -114,9 +115,22 @@ def load_ur5_spherized() -> tuple[ArmModel, PlannerSettings]:
     return model, PlannerSettings(cell_name="ur5_spherized", motion_margin=0.002)
 
 
+def load_ur5_mesh() -> tuple[ArmModel, PlannerSettings]:
+    """The UR5 (with a Robotiq gripper) from its STL meshes, VAMP's SRDF plus two always-close
+    pairs (``assets/arms/ur5/``); sphere covers generated from the meshes."""
+    return arms.ur5_mesh_model(), PlannerSettings(cell_name="ur5", **arms.FOREIGN_ARM_SETTINGS)
+
+
+def load_xarm6() -> tuple[ArmModel, PlannerSettings]:
+    """pybullet_data's xArm6 (V-HACD OBJ pieces), no SRDF, flange and tcp on ``link6``."""
+    return arms.xarm6_model(), PlannerSettings(cell_name="xarm6", **arms.FOREIGN_ARM_SETTINGS)
+
+
 #: Arm name -> loader of (model, planner settings). The first entry is the default.
 ARMS: dict[str, Callable[[], tuple[ArmModel, PlannerSettings]]] = {
     "ur5_spherized": load_ur5_spherized,
+    "ur5": load_ur5_mesh,
+    "xarm6": load_xarm6,
 }
 
 
@@ -282,7 +296,9 @@ def main() -> None:
     rng = np.random.default_rng([args.seed, 19])
     scene = clutter_scene(planner.checker.robot.origin_1(), rng)
     planner.set_obstacles(obstacles_from_scene(scene))
-    with ExactChecker(model.urdf_path, scene) as exact:
+    with ExactChecker(
+        model.urdf_path, scene, disabled_pairs=model.disabled_collision_pairs
+    ) as exact:
         queries = make_queries(planner, exact, rng, QUICK_QUERIES if args.quick else QUERIES)
         r = run_queries(planner, exact, queries)
     times, n = r["times"], len(queries)
