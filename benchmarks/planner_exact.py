@@ -245,6 +245,10 @@ class ExactChecker:
         return np.array([self.colliding(x) for x in np.atleast_2d(q)], dtype=bool)
 
 
+#: Steps per round of ``ExactMotionChecker.free_prefixes`` (a blocked segment stops early).
+_PREFIX_CHUNKS = (32, 128, 512, 2048, 1 << 62)
+
+
 class ExactMotionChecker(CollisionChecker):
     """The planner's checker interface on PyBullet's exact queries: the baseline's checker.
 
@@ -270,6 +274,32 @@ class ExactMotionChecker(CollisionChecker):
     def steps(self, qa: np.ndarray, qb: np.ndarray) -> np.ndarray:
         dq = np.abs(np.atleast_2d(qb) - np.atleast_2d(qa))
         return np.maximum(1, np.ceil(dq.max(axis=1) / self.resolution).astype(int))
+
+    def free_prefixes(self, qa: np.ndarray, qb: np.ndarray) -> np.ndarray:
+        """``free_prefix`` of segments qa -> qb (K, n) together: fractions (K,). Steps at the
+        joint resolution are checked in order, in rounds of growing size; a segment stops at its
+        first blocked step (the planner's own checker certifies intervals instead; this is the
+        baseline's fixed-resolution way)."""
+        qa = np.atleast_2d(np.asarray(qa, dtype=float))
+        qb = np.atleast_2d(np.asarray(qb, dtype=float))
+        n_steps = self.steps(qa, qb)
+        owner = np.repeat(np.arange(len(qa)), n_steps)
+        k = np.arange(n_steps.sum()) - np.repeat(np.cumsum(n_steps) - n_steps, n_steps) + 1
+        configs = qa[owner] + (k / n_steps[owner])[:, None] * (qb - qa)[owner]
+        first_bad = np.full(len(qa), np.iinfo(np.int64).max)
+        first_bad[~self.within_limits(qb)] = 1  # outside the limits: nothing beyond qa is kept
+        lo = 1
+        for size in _PREFIX_CHUNKS:
+            hi = lo + size
+            sel = np.flatnonzero((k >= lo) & (k < hi) & (k < first_bad[owner]))
+            if len(sel):
+                ok = self._free_inside(configs[sel])
+                bad = sel[~ok]
+                np.minimum.at(first_bad, owner[bad], k[bad])
+            lo = hi
+            if lo > n_steps.max():
+                break
+        return np.where(first_bad > n_steps, 1.0, (np.minimum(first_bad, n_steps) - 1) / n_steps)
 
     def _segments(self, qa: np.ndarray, qb: np.ndarray):
         """Each segment checked configuration by configuration from its start, at the joint
