@@ -90,3 +90,16 @@ def test_info_runs_as_a_program():
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, (cmd, done.stderr)
         assert "home TCP pose" in done.stdout and "joint_6" in done.stdout
+
+
+def test_the_cli_starts_without_the_planner_or_the_sims_heavy_libraries():
+    """Every ``twin`` command builds the whole parser first: building it must not import the
+    planner, the scenario runner or the libraries only some commands need (scipy alone took
+    about 2 s of each start-up when ``twin test``'s module imported the scenario runner)."""
+    heavy = ("scipy", "twin.planning", "twin.scenario", "pybullet", "onnxruntime", "numba")
+    code = (
+        "import sys, twin.cli; twin.cli.build_parser(); "
+        f"print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from twin.scenario import ScenarioError, load_scenario
-from twin.scenario.report import table, update_expectations, write_junit
-from twin.scenario.sweep import expand_backends, scenario_files, shipped_suite, sweep
-
 
 def run_test(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: the scenario runner pulls in the planner, which every other
+    # ``twin`` command (``twin --help`` too) would otherwise pay for at start-up.
+    from twin.scenario import ScenarioError, load_scenario
+    from twin.scenario.report import table, update_expectations, write_junit
+    from twin.scenario.sweep import expand_backends, scenario_files, shipped_suite, sweep
+
     try:
         files = scenario_files(args.paths or [shipped_suite()])
         if not files:
