@@ -4,13 +4,12 @@ the generated source of ``codegen`` executed on Python floats and numpy arrays, 
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 
 import numpy as np
 
-from twin.dynamics import codegen
+from twin.dynamics import codegen, threads
 from twin.dynamics import compiled as machine
 from twin.dynamics.model import RigidBodyModel
 
@@ -123,15 +122,13 @@ class DynamicsCode:
     def _tau_batch_compiled(self, q, qd, qdd, gravity) -> np.ndarray:
         q, qd, qdd = _states(q), _states(qd), _states(qdd)
         out = np.empty((len(q), self.n))
-        with _threads(len(q)):
-            self._tau_many(q, qd, qdd, self._par(gravity), out)
+        _run(self._tau_many, (q, qd, qdd), self._par(gravity), out)
         return out
 
     def _mass_batch_compiled(self, q) -> np.ndarray:
         q = _states(q)
         out = np.empty((len(q), self.n * self.n))
-        with _threads(len(q)):
-            self._mass_many(q, self._par(_NO_GRAVITY), out)
+        _run(self._mass_many, (q,), self._par(_NO_GRAVITY), out)
         return out.reshape(-1, self.n, self.n)
 
     def _par(self, gravity) -> np.ndarray:
@@ -153,11 +150,23 @@ _NO_GRAVITY = np.zeros(3)
 
 _ND = np.ndarray
 _F64 = np.dtype(np.float64)
-#: Batches of at least this many states are split over the cores. Fewer run on the calling
-#: thread: on a loaded machine (several processes per core) a split call waits for its slowest
-#: thread's turn on a core, which ``bench_dynamics`` measured as 10x slower than one thread at
-#: 20000 states; on an idle machine the split gains at most the number of cores.
-PARALLEL_STATES = 1 << 17
+#: Batches of at least this many states are split over the idle cores (``threads.split``:
+#: chunks handed out to whichever thread is free; ``threads.usable``: no split on a loaded
+#: machine); fewer run on the calling thread. The split's fixed cost on an idle core is waking a
+#: worker (microseconds to tens of them) against about 50 us of work per 1000 states on one
+#: thread. ``bench_dynamics`` measures the split against one thread per batch size.
+PARALLEL_STATES = 1024
+#: Threads for the split batches (the cores of this process; ``TWIN_DYNAMICS_THREADS``).
+THREADS = threads.cores()
+#: Whether splits follow the load (``threads.usable``); off: always ``THREADS`` (benchmarks).
+FOLLOW_LOAD = True
+
+
+def threads_for(states: int) -> int:
+    """The threads a batch of ``states`` runs on now."""
+    if states < PARALLEL_STATES or THREADS < 2:
+        return 1
+    return threads.usable(THREADS) if FOLLOW_LOAD else THREADS
 
 
 def _entry(dispatcher):
@@ -166,20 +175,13 @@ def _entry(dispatcher):
     return dispatcher.overloads[dispatcher.signatures[0]].entry_point
 
 
-@contextlib.contextmanager
-def _threads(states: int):
-    """One thread for a batch below ``PARALLEL_STATES`` (numba's setting for this thread)."""
-    import numba
-
-    if states >= PARALLEL_STATES:
-        yield
-        return
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
+def _run(kernel, inputs: tuple, par: np.ndarray, out: np.ndarray) -> None:
+    """``kernel(*inputs, par, out)`` on ``threads_for(len(out))`` threads."""
+    used = threads_for(len(out))
+    if used == 1:
+        kernel(*inputs, par, out)
+    else:
+        threads.split(kernel, inputs, out, (par,), used)
 
 
 def _states(a: np.ndarray) -> np.ndarray:
