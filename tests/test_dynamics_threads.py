@@ -6,6 +6,7 @@ its value: the comparisons are bit for bit.
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -29,15 +30,19 @@ def test_split_covers_every_row_once(rows, chunk, workers):
 
 
 def test_split_uses_the_workers_and_reraises():
-    seen = set()
+    seen, calls = set(), itertools.count()
+    both = threading.Barrier(2, timeout=30.0)
 
     def record(x, out):
         seen.add(threading.get_ident())
+        if next(calls) < 2:  # the first two chunks meet: a second thread must take one
+            both.wait()
         out[:] = x
-        threading.Event().wait(0.002)  # long enough for a worker to take a chunk
 
-    x = np.zeros((64, 1))
-    threads.split(record, (x,), np.empty((64, 1)), threads=2, chunk=1)
+    x = np.arange(64.0)[:, None]
+    out = np.empty((64, 1))
+    threads.split(record, (x,), out, threads=2, chunk=4)
+    np.testing.assert_array_equal(out, x)
     assert threading.get_ident() in seen and len(seen) == 2
 
     def fail(x, out):
@@ -54,6 +59,18 @@ def test_cores_from_environment(monkeypatch):
     assert threads.cores() == 1
     monkeypatch.delenv("TWIN_DYNAMICS_THREADS")
     assert threads.cores() >= 1
+
+
+@pytest.mark.parametrize(("load", "expected"), [(0.0, 2), (1.2, 2), (1.6, 1), (9.0, 1)])
+def test_no_split_without_an_idle_core(monkeypatch, load, expected):
+    monkeypatch.setenv("TWIN_DYNAMICS_THREADS", "2")
+    monkeypatch.setattr(threads, "_LOAD", [-np.inf, 0.0])  # read the load now
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (load, load, load))
+    assert threads.usable(2) == expected
+    monkeypatch.setattr(code, "THREADS", 2)
+    monkeypatch.setattr(code, "PARALLEL_STATES", 100)
+    assert code.threads_for(99) == 1
+    assert code.threads_for(100) == expected
 
 
 @pytest.mark.parametrize("states", [1, 1000, 1024 * 3 + 5])
