@@ -44,8 +44,8 @@ class DynamicsCode:
 
     * ``tau(q, qd, qdd, gravity)``: one state (n,) each (rad, rad/s, rad/s^2; gravity (3,)
       m/s^2) -> (n,) N m, or None unless every input is finite; ``tau_batch`` the same for
-      (N, n) arrays -> (N, n);
-    * ``mass(q)`` -> (n, n) kg m^2 (or None), ``mass_batch`` for (N, n) -> (N, n, n).
+      (N, n) arrays -> (N, n) (or None);
+    * ``mass(q)`` -> (n, n) kg m^2 (or None), ``mass_batch`` for (N, n) -> (N, n, n) (or None).
 
     With numba (``compiled.enabled``, or ``compiled=True``) these run the compiled kernels of
     ``twin.dynamics.compiled``; otherwise the generated Python source on floats (one state) or
@@ -90,11 +90,11 @@ class DynamicsCode:
         lists = _finite_lists((q,), self.n)
         return None if lists is None else self._mass(*lists)
 
-    def _tau_batch_python(self, q, qd, qdd, gravity) -> np.ndarray:
-        return _chunked(lambda *x: self._tau_batch(*x, *gravity), q, qd, qdd)
+    def _tau_batch_python(self, q, qd, qdd, gravity) -> np.ndarray | None:
+        return _finite(_chunked(lambda *x: self._tau_batch(*x, *gravity), q, qd, qdd), q, qd, qdd)
 
-    def _mass_batch_python(self, q) -> np.ndarray:
-        return _chunked(self._mass_batch, q)
+    def _mass_batch_python(self, q) -> np.ndarray | None:
+        return _finite(_chunked(self._mass_batch, q), q)
 
     # ------------------------------------------------------------ compiled kernels
     def _tau_compiled(self, q, qd, qdd, gravity) -> np.ndarray | None:
@@ -119,16 +119,16 @@ class DynamicsCode:
         out = np.empty((self.n, self.n))
         return out if self._mass_one(q, self._par(_NO_GRAVITY), out) else None
 
-    def _tau_batch_compiled(self, q, qd, qdd, gravity) -> np.ndarray:
+    def _tau_batch_compiled(self, q, qd, qdd, gravity) -> np.ndarray | None:
         q, qd, qdd = _states(q), _states(qd), _states(qdd)
         out = np.empty((len(q), self.n))
-        _run(self._tau_many, (q, qd, qdd), self._par(gravity), out)
-        return out
+        return out if _run(self._tau_many, (q, qd, qdd), self._par(gravity), out) else None
 
-    def _mass_batch_compiled(self, q) -> np.ndarray:
+    def _mass_batch_compiled(self, q) -> np.ndarray | None:
         q = _states(q)
         out = np.empty((len(q), self.n * self.n))
-        _run(self._mass_many, (q,), self._par(_NO_GRAVITY), out)
+        if not _run(self._mass_many, (q,), self._par(_NO_GRAVITY), out):
+            return None
         return out.reshape(-1, self.n, self.n)
 
     def _par(self, gravity) -> np.ndarray:
@@ -175,13 +175,20 @@ def _entry(dispatcher):
     return dispatcher.overloads[dispatcher.signatures[0]].entry_point
 
 
-def _run(kernel, inputs: tuple, par: np.ndarray, out: np.ndarray) -> None:
-    """``kernel(*inputs, par, out)`` on ``threads_for(len(out))`` threads."""
+def _run(kernel, inputs: tuple, par: np.ndarray, out: np.ndarray) -> bool:
+    """``kernel(*inputs, par, out)`` on ``threads_for(len(out))`` threads: whether every input
+    was finite."""
     used = threads_for(len(out))
     if used == 1:
-        kernel(*inputs, par, out)
-    else:
-        threads.split(kernel, inputs, out, (par,), used)
+        return kernel(*inputs, par, out)
+    return all(threads.split(kernel, inputs, out, (par,), used))
+
+
+def _finite(out: np.ndarray, *inputs: np.ndarray) -> np.ndarray | None:
+    """``out``, or None if an input is not finite (looked at only when ``out`` is not)."""
+    if math.isfinite(out.sum()) or all(np.isfinite(a).all() for a in inputs):
+        return out
+    return None
 
 
 def _states(a: np.ndarray) -> np.ndarray:

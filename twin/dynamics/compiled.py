@@ -9,7 +9,8 @@ a Python module of ``@njit(cache=True)`` kernels:
   ``out`` (n,) N m or (n, n) kg m^2; they return False (``out`` untouched) unless every input is
   n finite numbers;
 * ``tau_many(q, qd, qdd, par, out)`` / ``mass_many(q, par, out)``: N states as (N, n)
-  C-contiguous inputs, ``out`` (N, n) or (N, n * n). The states go in blocks of ``BLOCK``,
+  C-contiguous inputs, ``out`` (N, n) or (N, n * n); they return whether every input was
+  finite (``out`` is filled either way: a non-finite input spoils its own state). The states go in blocks of ``BLOCK``,
   transposed inside the kernel to one row per joint (so that the loop over a block's states
   vectorizes, four states to a 256-bit register: with the states' rows as they come it does
   not, 4-6x slower) and back on the way out, without copies of the whole batch; sin and cos by
@@ -46,8 +47,8 @@ _A1, _C1, _C2 = "float64[:]", "float64[::1]", "float64[:, ::1]"
 SIGNATURES = {
     "tau_one": f"boolean({_A1}, {_A1}, {_A1}, {_C1}, {_C1})",
     "mass_one": f"boolean({_A1}, {_C1}, {_C2})",
-    "tau_many": f"void({_C2}, {_C2}, {_C2}, {_C1}, {_C2})",
-    "mass_many": f"void({_C2}, {_C1}, {_C2})",
+    "tau_many": f"boolean({_C2}, {_C2}, {_C2}, {_C1}, {_C2})",
+    "mass_many": f"boolean({_C2}, {_C1}, {_C2})",
 }
 _INDEXED = re.compile(r"\b(qdd|qd|q)\[(\d+)\]")
 
@@ -164,12 +165,15 @@ def _many(lines: list[str], values: list[str], inputs: tuple[str, ...], n: int) 
         "    states = q.shape[0]",
         *(f"    t_{a} = np.empty(({n}, {b}))" for a in inputs),
         f"    t_out = np.empty(({width}, {b}))",
+        "    finite = True",
         f"    for block in range((states + {b - 1}) // {b}):",
         f"        block_lo = block * {b}",
         f"        block_n = min({b}, states - block_lo)",
         "        for k in range(block_n):",
         f"            for jj in range({n}):",
-        *(f"                t_{a}[jj, k] = {a}[block_lo + k, jj]" for a in inputs),
+        *(f"                t_{a}[jj, k] = x_{a} = {a}[block_lo + k, jj]" for a in inputs),
+        f"                if not ({' and '.join(f'math.isfinite(x_{a})' for a in inputs)}):",
+        "                    finite = False",
         "        for k in range(block_n):",
     ]
     body = []
@@ -188,7 +192,7 @@ def _many(lines: list[str], values: list[str], inputs: tuple[str, ...], n: int) 
         f"            for vv in range({width}):",
         "                out[block_lo + k, vv] = t_out[vv, k]",
     ]
-    return head + body + stores + tail
+    return head + body + stores + tail + ["    return finite"]
 
 
 def source(model: RigidBodyModel) -> str:

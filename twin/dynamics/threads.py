@@ -45,13 +45,14 @@ def usable(threads: int) -> int:
     now = time.monotonic()
     if now - _LOAD[0] > 1.0:
         try:
-            _LOAD[:] = [now, os.getloadavg()[0]]
+            load = os.getloadavg()[0]
         except OSError:  # no load average: assume idle cores
-            _LOAD[:] = [now, 0.0]
-    return max(1, min(threads, 1 + math.floor(cores() + 0.5 - _LOAD[1])))
+            load = 0.0
+        _LOAD[:] = [now, 1 + math.floor(cores() + 0.5 - load)]
+    return max(1, min(threads, _LOAD[1]))
 
 
-_LOAD = [-math.inf, 0.0]  # [monotonic time read, 1-minute load average]
+_LOAD = [-math.inf, 1]  # [monotonic time read, the threads the load allows]
 
 
 class _Job:
@@ -66,12 +67,15 @@ class _Job:
         self._left = self.chunks
         self.done = threading.Event()
         self.error: BaseException | None = None
+        self.results: list = [None] * self.chunks
 
     def work(self) -> None:
         while (i := next(self._next)) < self.chunks:
             lo, hi = i * self.chunk, min(self.rows, (i + 1) * self.chunk)
             try:
-                self.kernel(*(a[lo:hi] for a in self.inputs), *self.extra, self.out[lo:hi])
+                self.results[i] = self.kernel(
+                    *(a[lo:hi] for a in self.inputs), *self.extra, self.out[lo:hi]
+                )
             except BaseException as e:  # reported by the caller
                 self.error = e
             with self._lock:
@@ -110,10 +114,10 @@ _POOL = _Pool()
 def split(
     kernel, inputs: tuple, out: np.ndarray, extra: tuple = (), threads: int = 2,
     chunk: int = CHUNK,
-) -> None:  # fmt: skip
+) -> list:  # fmt: skip
     """``kernel`` over the rows of ``inputs`` (each (N, ...)) into ``out`` (N, ...), on
-    ``threads`` threads (the caller and ``threads - 1`` workers; module doc); re-raises a
-    kernel's error."""
+    ``threads`` threads (the caller and ``threads - 1`` workers; module doc): the kernel's
+    results, chunk by chunk; re-raises a kernel's error."""
     job = _Job(kernel, inputs, extra, out, chunk)
     workers = min(threads, job.chunks) - 1
     for q in _POOL.queues(workers) if workers > 0 else ():
@@ -122,3 +126,4 @@ def split(
     job.done.wait()
     if job.error is not None:
         raise job.error
+    return job.results
