@@ -178,10 +178,12 @@ def _entry(dispatcher):
 def _run(kernel, inputs: tuple, par: np.ndarray, out: np.ndarray) -> bool:
     """``kernel(*inputs, par, out)`` on ``threads_for(len(out))`` threads: whether every input
     was finite."""
-    used = threads_for(len(out))
+    states, used = len(out), threads_for(len(out))
     if used == 1:
         return kernel(*inputs, par, out)
-    return all(threads.split(kernel, inputs, out, (par,), used))
+    # at least two chunks a thread (whole blocks), so that no thread gets the one short chunk
+    share = -(-states // (2 * used * machine.BLOCK)) * machine.BLOCK
+    return all(threads.split(kernel, inputs, out, (par,), used, min(threads.CHUNK, share)))
 
 
 def _finite(out: np.ndarray, *inputs: np.ndarray) -> np.ndarray | None:
