@@ -10,7 +10,6 @@ call), else as Python on floats (one state: tens of microseconds) or numpy array
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
@@ -122,9 +121,10 @@ class ArmDynamics:
         return self._code
 
     def _batch(self, fn, arrays: tuple, *extra) -> np.ndarray:
-        """``fn`` on the (N, n) arrays. Shapes are checked first; values by the result (one pass
-        over it, not one per input): a non-finite input gives a non-finite result, and only then
-        are the inputs inspected (``_inputs`` raises, naming the array and the index)."""
+        """``fn`` on the (N, n) arrays. Shapes are checked first; values by ``fn`` (None: an
+        input is not finite; the compiled kernels look at each input as they read it), and
+        only then are the inputs inspected (``_inputs`` raises, naming the array and the
+        index)."""
         try:
             xs = [np.asarray(a, dtype=float) for a in arrays]
         except (TypeError, ValueError):
@@ -133,8 +133,9 @@ class ArmDynamics:
         if len(shape) != 2 or shape[1] != self.n or any(a.shape != shape for a in xs):
             xs = self._inputs(arrays)  # raises, or the (1, n) form of (n,) arrays
         out = fn(*xs, *extra)
-        if not math.isfinite(out.sum()):
-            self._inputs(arrays)  # raises on a non-finite input (else a result overflowed)
+        if out is None:
+            self._inputs(arrays)  # raises on the non-finite input
+            raise ValueError(f"joint arrays must be finite, got {arrays}")
         return out
 
     def _torques(self, q, qd, qdd, gravity: np.ndarray) -> np.ndarray:

@@ -4,13 +4,12 @@ the generated source of ``codegen`` executed on Python floats and numpy arrays, 
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 
 import numpy as np
 
-from twin.dynamics import codegen
+from twin.dynamics import codegen, threads
 from twin.dynamics import compiled as machine
 from twin.dynamics.model import RigidBodyModel
 
@@ -45,8 +44,8 @@ class DynamicsCode:
 
     * ``tau(q, qd, qdd, gravity)``: one state (n,) each (rad, rad/s, rad/s^2; gravity (3,)
       m/s^2) -> (n,) N m, or None unless every input is finite; ``tau_batch`` the same for
-      (N, n) arrays -> (N, n);
-    * ``mass(q)`` -> (n, n) kg m^2 (or None), ``mass_batch`` for (N, n) -> (N, n, n).
+      (N, n) arrays -> (N, n) (or None);
+    * ``mass(q)`` -> (n, n) kg m^2 (or None), ``mass_batch`` for (N, n) -> (N, n, n) (or None).
 
     With numba (``compiled.enabled``, or ``compiled=True``) these run the compiled kernels of
     ``twin.dynamics.compiled``; otherwise the generated Python source on floats (one state) or
@@ -91,11 +90,11 @@ class DynamicsCode:
         lists = _finite_lists((q,), self.n)
         return None if lists is None else self._mass(*lists)
 
-    def _tau_batch_python(self, q, qd, qdd, gravity) -> np.ndarray:
-        return _chunked(lambda *x: self._tau_batch(*x, *gravity), q, qd, qdd)
+    def _tau_batch_python(self, q, qd, qdd, gravity) -> np.ndarray | None:
+        return _finite(_chunked(lambda *x: self._tau_batch(*x, *gravity), q, qd, qdd), q, qd, qdd)
 
-    def _mass_batch_python(self, q) -> np.ndarray:
-        return _chunked(self._mass_batch, q)
+    def _mass_batch_python(self, q) -> np.ndarray | None:
+        return _finite(_chunked(self._mass_batch, q), q)
 
     # ------------------------------------------------------------ compiled kernels
     def _tau_compiled(self, q, qd, qdd, gravity) -> np.ndarray | None:
@@ -120,18 +119,16 @@ class DynamicsCode:
         out = np.empty((self.n, self.n))
         return out if self._mass_one(q, self._par(_NO_GRAVITY), out) else None
 
-    def _tau_batch_compiled(self, q, qd, qdd, gravity) -> np.ndarray:
+    def _tau_batch_compiled(self, q, qd, qdd, gravity) -> np.ndarray | None:
         q, qd, qdd = _states(q), _states(qd), _states(qdd)
         out = np.empty((len(q), self.n))
-        with _threads(len(q)):
-            self._tau_many(q, qd, qdd, self._par(gravity), out)
-        return out
+        return out if _run(self._tau_many, (q, qd, qdd), self._par(gravity), out) else None
 
-    def _mass_batch_compiled(self, q) -> np.ndarray:
+    def _mass_batch_compiled(self, q) -> np.ndarray | None:
         q = _states(q)
         out = np.empty((len(q), self.n * self.n))
-        with _threads(len(q)):
-            self._mass_many(q, self._par(_NO_GRAVITY), out)
+        if not _run(self._mass_many, (q,), self._par(_NO_GRAVITY), out):
+            return None
         return out.reshape(-1, self.n, self.n)
 
     def _par(self, gravity) -> np.ndarray:
@@ -153,11 +150,23 @@ _NO_GRAVITY = np.zeros(3)
 
 _ND = np.ndarray
 _F64 = np.dtype(np.float64)
-#: Batches of at least this many states are split over the cores. Fewer run on the calling
-#: thread: on a loaded machine (several processes per core) a split call waits for its slowest
-#: thread's turn on a core, which ``bench_dynamics`` measured as 10x slower than one thread at
-#: 20000 states; on an idle machine the split gains at most the number of cores.
-PARALLEL_STATES = 1 << 17
+#: Batches of at least this many states are split over the idle cores (``threads.split``:
+#: chunks handed out to whichever thread is free; ``threads.usable``: no split on a loaded
+#: machine); fewer run on the calling thread. The split's fixed cost on an idle core is waking a
+#: worker (microseconds to tens of them) against about 50 us of work per 1000 states on one
+#: thread. ``bench_dynamics`` measures the split against one thread per batch size.
+PARALLEL_STATES = 1024
+#: Threads for the split batches (the cores of this process; ``TWIN_DYNAMICS_THREADS``).
+THREADS = threads.cores()
+#: Whether splits follow the load (``threads.usable``); off: always ``THREADS`` (benchmarks).
+FOLLOW_LOAD = True
+
+
+def threads_for(states: int) -> int:
+    """The threads a batch of ``states`` runs on now."""
+    if states < PARALLEL_STATES or THREADS < 2:
+        return 1
+    return threads.usable(THREADS) if FOLLOW_LOAD else THREADS
 
 
 def _entry(dispatcher):
@@ -166,20 +175,22 @@ def _entry(dispatcher):
     return dispatcher.overloads[dispatcher.signatures[0]].entry_point
 
 
-@contextlib.contextmanager
-def _threads(states: int):
-    """One thread for a batch below ``PARALLEL_STATES`` (numba's setting for this thread)."""
-    import numba
+def _run(kernel, inputs: tuple, par: np.ndarray, out: np.ndarray) -> bool:
+    """``kernel(*inputs, par, out)`` on ``threads_for(len(out))`` threads: whether every input
+    was finite."""
+    states, used = len(out), threads_for(len(out))
+    if used == 1:
+        return kernel(*inputs, par, out)
+    # at least two chunks a thread (whole blocks), so that no thread gets the one short chunk
+    share = -(-states // (2 * used * machine.BLOCK)) * machine.BLOCK
+    return all(threads.split(kernel, inputs, out, (par,), used, min(threads.CHUNK, share)))
 
-    if states >= PARALLEL_STATES:
-        yield
-        return
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
+
+def _finite(out: np.ndarray, *inputs: np.ndarray) -> np.ndarray | None:
+    """``out``, or None if an input is not finite (looked at only when ``out`` is not)."""
+    if math.isfinite(out.sum()) or all(np.isfinite(a).all() for a in inputs):
+        return out
+    return None
 
 
 def _states(a: np.ndarray) -> np.ndarray:

@@ -9,12 +9,17 @@ a Python module of ``@njit(cache=True)`` kernels:
   ``out`` (n,) N m or (n, n) kg m^2; they return False (``out`` untouched) unless every input is
   n finite numbers;
 * ``tau_many(q, qd, qdd, par, out)`` / ``mass_many(q, par, out)``: N states as (N, n)
-  C-contiguous inputs, ``out`` (N, n) or (N, n * n). The states go in blocks of ``BLOCK``,
+  C-contiguous inputs, ``out`` (N, n) or (N, n * n); they return whether every input was
+  finite (``out`` is filled either way: a non-finite input spoils its own state). The states go in blocks of ``BLOCK``,
   transposed inside the kernel to one row per joint (so that the loop over a block's states
-  vectorizes: with the states' rows as they come it does not, 4-6x slower) and back on the way
-  out, without copies of the whole batch; blocks are split over the cores (``prange``); sin and
-  cos by polynomials (``_SIN``).
+  vectorizes, four states to a 256-bit register: with the states' rows as they come it does
+  not, 4-6x slower) and back on the way out, without copies of the whole batch; sin and cos by
+  polynomials (``_SIN``), with float roundings only (``np.floor``: ``math.floor`` gives an
+  integer, whose conversion has no vector form on AVX2 and cost 15-20 % of the time). They run on the calling thread and release the
+  GIL: ``code`` splits large batches over the cores (``threads``).
 
+All kernels are compiled with ``FASTMATH`` (fused multiply-adds only) for the host CPU (numba's
+default, ``NUMBA_CPU_NAME`` unset; the disk cache is per CPU).
 Each kernel has one signature (``SIGNATURES``), compiled when the module loads.
 ``g`` is (3,) m/s^2 in the base frame, ``par`` (n, 10) the inertial parameters
 (``RigidBodyModel.parameters``). The module file is written once per arm (named by the hash of
@@ -42,8 +47,8 @@ _A1, _C1, _C2 = "float64[:]", "float64[::1]", "float64[:, ::1]"
 SIGNATURES = {
     "tau_one": f"boolean({_A1}, {_A1}, {_A1}, {_C1}, {_C1})",
     "mass_one": f"boolean({_A1}, {_C1}, {_C2})",
-    "tau_many": f"void({_C2}, {_C2}, {_C2}, {_C1}, {_C2})",
-    "mass_many": f"void({_C2}, {_C1}, {_C2})",
+    "tau_many": f"boolean({_C2}, {_C2}, {_C2}, {_C1}, {_C2})",
+    "mass_many": f"boolean({_C2}, {_C1}, {_C2})",
 }
 _INDEXED = re.compile(r"\b(qdd|qd|q)\[(\d+)\]")
 
@@ -54,11 +59,16 @@ def enabled() -> bool:
     return numba_cache.enabled("TWIN_DYNAMICS_COMPILED")
 
 
-def _header(n: int, inputs: str, doc: str, parallel: bool) -> list[str]:
+#: numba's floating-point flags for every kernel: contraction of a multiply and an add into one
+#: fused multiply-add (one rounding instead of two, so results move by rounding only) and
+#: nothing else (no reassociation, no assumption that values are finite: the callers rely on a
+#: NaN or infinity coming through).
+FASTMATH = "{'contract'}"
+
+
+def _header(n: int, inputs: str, doc: str) -> list[str]:
     name = inputs.split("(")[0]
-    flags = f'"{SIGNATURES[name]}", cache=True, nogil=True' + (
-        ", parallel=True" if parallel else ""
-    )
+    flags = f'"{SIGNATURES[name]}", cache=True, nogil=True, fastmath={FASTMATH}'
     lines = [f"@njit({flags})", f"def {inputs}:", f'    """{doc}"""']
     lines += [
         f"    P{i}_{k} = par[{_PARAMETERS * i + k}]" for i in range(n) for k in range(_PARAMETERS)
@@ -80,7 +90,9 @@ def _finite_check(names: tuple[str, ...], n: int) -> list[str]:
 
 def _one(lines: list[str], values: list[str], target: str) -> list[str]:
     """One state: the same arithmetic as ``_many`` (sin and cos too), so that a single call
-    and a batch give the same bits."""
+    and a batch agree to rounding (not always to the bit: LLVM may fuse other multiply-adds
+    in the one-state code; the mass matrix differs in the last bits for about half the
+    states, inverse dynamics not at all, on AVX2)."""
     body = []
     for x in lines:
         trig = _TRIG.match(x)
@@ -123,12 +135,12 @@ def _sincos(i: str, angle: str) -> list[str]:
     p1, p2, p3 = (repr(x) for x in _PIO2)
     return [
         f"x = {angle}",
-        "j = math.floor(x * 0.6366197723675814 + 0.5)",
+        "j = np.floor(x * 0.6366197723675814 + 0.5)",
         f"r = ((x - j * {p1}) - j * {p2}) - j * {p3}",
         "z = r * r",
         f"sp = r + r * z * ({_horner('z', _SIN)})",
         f"cp = 1.0 - 0.5 * z + z * z * ({_horner('z', _COS)})",
-        "m = j - 4.0 * math.floor(j * 0.25)",
+        "m = j - 4.0 * np.floor(j * 0.25)",
         "odd = (m == 1.0) | (m == 3.0)",
         "sv = cp if odd else sp",
         "cv = sp if odd else cp",
@@ -138,8 +150,10 @@ def _sincos(i: str, angle: str) -> list[str]:
 
 
 #: States per block of the batched kernels (module doc): the block's inputs and outputs, one row
-#: per joint or value, stay in the L1 cache.
-BLOCK = 128
+#: per joint or value, allocated once per call, stay in the L1 cache (the mass matrix's 36 rows
+#: of 64 states: 18 kB; ``bench_dynamics`` measured 128 states 10 % slower for it, 256 states
+#: 70 %, 32 the same as 64).
+BLOCK = 64
 
 
 def _many(lines: list[str], values: list[str], inputs: tuple[str, ...], n: int) -> list[str]:
@@ -149,14 +163,17 @@ def _many(lines: list[str], values: list[str], inputs: tuple[str, ...], n: int) 
     b, width = BLOCK, len(values)
     head = [
         "    states = q.shape[0]",
-        f"    for block in prange((states + {b - 1}) // {b}):",
+        *(f"    t_{a} = np.empty(({n}, {b}))" for a in inputs),
+        f"    t_out = np.empty(({width}, {b}))",
+        "    finite = True",
+        f"    for block in range((states + {b - 1}) // {b}):",
         f"        block_lo = block * {b}",
         f"        block_n = min({b}, states - block_lo)",
-        *(f"        t_{a} = np.empty(({n}, {b}))" for a in inputs),
-        f"        t_out = np.empty(({width}, {b}))",
         "        for k in range(block_n):",
         f"            for jj in range({n}):",
-        *(f"                t_{a}[jj, k] = {a}[block_lo + k, jj]" for a in inputs),
+        *(f"                t_{a}[jj, k] = x_{a} = {a}[block_lo + k, jj]" for a in inputs),
+        f"                if not ({' and '.join(f'math.isfinite(x_{a})' for a in inputs)}):",
+        "                    finite = False",
         "        for k in range(block_n):",
     ]
     body = []
@@ -175,7 +192,7 @@ def _many(lines: list[str], values: list[str], inputs: tuple[str, ...], n: int) 
         f"            for vv in range({width}):",
         "                out[block_lo + k, vv] = t_out[vv, k]",
     ]
-    return head + body + stores + tail
+    return head + body + stores + tail + ["    return finite"]
 
 
 def source(model: RigidBodyModel) -> str:
@@ -188,16 +205,16 @@ def source(model: RigidBodyModel) -> str:
     cell = "{k} // " + str(n) + ", {k} % " + str(n)
     out = ["# Generated by twin.dynamics.compiled: do not edit.", "import math", ""]
     out += ["import numpy as np", ""]
-    out += ["from numba import njit, prange", "", ""]
-    out += _header(n, "tau_one(q, qd, qdd, par, out)", "One state (module doc).", False)
+    out += ["from numba import njit", "", ""]
+    out += _header(n, "tau_one(q, qd, qdd, par, out)", "One state (module doc).")
     out += _finite_check(("q", "qd", "qdd"), n) + gravity + _one(tau_lines, taus, "{k}")
     out += ["    return True", "", ""]
-    out += _header(n, "mass_one(q, par, out)", "One state (module doc).", False)
+    out += _header(n, "mass_one(q, par, out)", "One state (module doc).")
     out += _finite_check(("q",), n) + _one(mass_lines, entries, cell)
     out += ["    return True", "", ""]
-    out += _header(n, "tau_many(q, qd, qdd, par, out)", "(N, n) states.", True)
+    out += _header(n, "tau_many(q, qd, qdd, par, out)", "(N, n) states.")
     out += gravity + _many(tau_lines, taus, ("q", "qd", "qdd"), n) + ["", ""]
-    out += _header(n, "mass_many(q, par, out)", "(N, n) states.", True)
+    out += _header(n, "mass_many(q, par, out)", "(N, n) states.")
     out += _many(mass_lines, entries, ("q",), n)
     return "\n".join(out) + "\n"
 
