@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
@@ -47,6 +47,7 @@ from twin.hardware.protocols.dynamixel_table import (
     HardwareError,
     OperatingMode,
     StatusError,
+    Units,
     XTable,
 )
 
@@ -136,11 +137,23 @@ class JointReading:
 
 @dataclass(frozen=True)
 class ServoTargets:
-    """Register values of one servo-side command: goal ticks, Position P and D gains, (n,) each."""
+    """Register values of one servo-side command: goal ticks, Position P and D gains, (n,) each.
+    ``clamped``: servo id -> the goal (ticks) a hold asked for beyond the servo's multi-turn range,
+    for the servos whose goal was clamped to the range's edge (empty for a command)."""
 
     goal_ticks: np.ndarray
     p_gain: np.ndarray
     d_gain: np.ndarray
+    clamped: dict[int, float] = field(default_factory=dict)
+
+    def clamp_text(self) -> str:
+        """Why each clamped servo does not hold where it was asked, or ``""``."""
+        lim = Units.EXTENDED_POSITION_LIMIT
+        return ", ".join(
+            f"servo {pid}: hold goal {wanted:.0f} ticks is beyond the servo range +-{lim}, "
+            "held at the range's edge"
+            for pid, wanted in self.clamped.items()
+        )
 
 
 class ArmBus:
@@ -211,7 +224,7 @@ class ArmBus:
         self._gains = self._sent_gains = None
         command = hold(reading)
         if self.mode == "servo":
-            self.send_servo(self.servo_targets(command))
+            self.send_servo(self.servo_targets(command, hold=True))
             bus.sync_write_register(XTable.GOAL_CURRENT, dict(zip(ids, self.goal_current.tolist())))
         else:
             self.send_current(
@@ -273,9 +286,11 @@ class ArmBus:
             )
         return _present_row(reply)
 
-    def servo_targets(self, cmd: JointCommand) -> ServoTargets:
+    def servo_targets(self, cmd: JointCommand, *, hold: bool = False) -> ServoTargets:
         """Register values for ``cmd`` in servo-side mode; ``InvalidArgumentError`` if a gain is out
-        of the servo's range or a joint with ``kp = 0`` asks for feed-forward."""
+        of the servo's range, a joint with ``kp = 0`` asks for feed-forward, or (a command, not a
+        ``hold``) a goal is beyond the servo's range. A ``hold`` (the arm's own reading: a park,
+        a safe hold) is never refused for its goal: it is clamped to the range (``clamped``)."""
         m = self.map
         key = (cmd.kp.tobytes(), cmd.kd.tobytes())
         cache = self._gain_cache
@@ -298,7 +313,13 @@ class ArmBus:
                     f"joint {self.config.joints[j].name} has kp {cmd.kp[j]} (P gain 0) and feed-forward {ff[j]:.4g} N m. "
                     "Use a kp > 0 or control_mode = 'current'"
                 )
-        return ServoTargets(m.ticks_from_q(cmd.q_des + ff / kp_div), p, d)
+        goal = cmd.q_des + ff / kp_div
+        if not hold:
+            return ServoTargets(m.ticks_from_q(goal), p, d)
+        ticks, wanted = m.ticks_clamped(goal)
+        beyond = np.flatnonzero(~(np.abs(wanted) <= Units.EXTENDED_POSITION_LIMIT))
+        clamped = {self.ids[j]: float(wanted[j]) for j in beyond}
+        return ServoTargets(ticks, p, d, clamped)
 
     def send_servo(self, targets: ServoTargets) -> None:
         """The cycle's goals in servo-side mode: one SYNC_WRITE of Goal Position (laid out once),

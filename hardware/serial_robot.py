@@ -276,7 +276,9 @@ class SerialRobot(Robot):
         cmd = JointCommand(
             q_des=np.array(q, float), tau_ff=np.where(kp > 0, tau, 0.0), kp=kp, kd=kd
         )
-        return self.arm.servo_targets(cmd.validated(self.model.joint_names, self._effort))
+        return self.arm.servo_targets(
+            cmd.validated(self.model.joint_names, self._effort), hold=True
+        )
 
     def _init_servos(self, bus: DynamixelBus) -> None:
         """Run at every (re)connection of the bus: set up the servos and hold where they are
@@ -286,7 +288,9 @@ class SerialRobot(Robot):
             self._set_reading(reading)
             self._fresh, self._failed_in_row = True, 0
             self._cmd = self._hold(reading.q)
-            self._targets = self.arm.servo_targets(self._cmd) if self.arm.mode == "servo" else None
+            self._targets = (
+                self.arm.servo_targets(self._cmd, hold=True) if self.arm.mode == "servo" else None
+            )
             if errors:
                 self._latch_fault(errors)
             stale = self._stale
@@ -397,7 +401,9 @@ class SerialRobot(Robot):
                 self._hold_pending = False
                 self._cmd = self._hold(self._reading.q)
                 self._targets = (
-                    self.arm.servo_targets(self._cmd) if self.arm.mode == "servo" else None
+                    self.arm.servo_targets(self._cmd, hold=True)
+                    if self.arm.mode == "servo"
+                    else None
                 )
             cmd, targets, reading, fresh = self._cmd, self._targets, self._reading, self._fresh
         if self.bus.ready and cmd is not None and stale is None:
@@ -466,11 +472,14 @@ class SerialRobot(Robot):
         """The servo-side hold of the stale fault, at the last good reading ``q`` (6,) rad."""
         stale = self._stale
         try:
-            stale.hold = self.arm.position_hold(self._safe_targets(q))
+            targets = self._safe_targets(q)
+            stale.hold = self.arm.position_hold(targets)
             unsafe = {pid: st for pid, st in stale.hold.items() if not st.safe}
             how = "servos hold servo-side" + (
                 "; not verified: " + _servo_list(unsafe) if unsafe else " (read back)"
             )
+            if targets.clamped:
+                how += "; " + targets.clamp_text()
         except BUS_FAILURES as err:
             how = f"the safe hold could not be written: {err}"
         self._event(Health.FAULT | Health.JOINTS_STALE, True, f"{stale.detail}; {how}")
@@ -605,7 +614,9 @@ class SerialRobot(Robot):
                     q = retried(self.arm.read_state, self.config.bus.attempts).q
                 except BUS_FAILURES:
                     q = self._reading.q  # hold the last good reading
-                self.park_report = self.arm.position_hold(self._safe_targets(q))
+                targets = self._safe_targets(q)  # clamped to the servos' range, never refused
+                self.park_report = self.arm.position_hold(targets)
+                problem = targets.clamp_text()
             else:
                 problem = (
                     f"the servo bus is {self.bus.link.state.value}: the servos were not parked"
