@@ -98,6 +98,9 @@ class RobotStats:
 
 PROBE_INTERVAL_S = 0.1  # while the stale fault holds: one read attempt per this much time
 RATE_WINDOW_S = 1.0  # the achieved rate is checked against the configured one over this window
+#: No ``step()`` for longer than this after the previous one: the caller paused (a planner call),
+#: the loop was not running; the pause is not the loop's rate, and the schedule restarts after it.
+RATE_PAUSE_S = 0.05
 
 
 @dataclass
@@ -153,8 +156,9 @@ class SerialRobot(Robot):
         self._stale: StaleFault | None = None
         self._probe_every = max(1, round(PROBE_INTERVAL_S / self.control_period_s))
         self._rate = RateMonitor(
-            self.control_period_s, self.config.rate_warning_fraction, RATE_WINDOW_S
+            self.control_period_s, self.config.rate_warning_fraction, RATE_WINDOW_S, RATE_PAUSE_S
         )
+        self._in_cycle = getattr(self._clock, "in_cycle", None) or (lambda on: None)
         self._rate_warned = False
         self.park_report: dict[int, ServoState] | None = None
         self._closed = False
@@ -379,11 +383,19 @@ class SerialRobot(Robot):
 
     def step(self) -> None:
         """One control period: goals out, wait for the period boundary, present values in."""
+        self._in_cycle(True)  # a lock-step idle pump leaves the clock to the cycle
+        try:
+            self._step()
+        finally:
+            self._in_cycle(False)
+
+    def _step(self) -> None:
         with self._lock:
             if self._closed:
                 raise DisconnectedError("this SerialRobot is closed; create a new one")
             now = self._clock.now_us()
-            self._rate.start(now)
+            if self._rate.start(now):
+                self._deadline_us = None  # after a pause the schedule starts again (no overruns)
             stale = self._stale
             if stale is None and (
                 self._hold_pending
@@ -499,7 +511,7 @@ class SerialRobot(Robot):
                 f"{self.control_period_s} s; {self.stats.overruns} overruns, "
                 f"{self.stats.failed_reads} failed reads so far; see diagnostics())"
             ),
-            stacklevel=3,
+            stacklevel=4,
         )
 
     def diagnostics(self) -> ControlDiagnostics:
