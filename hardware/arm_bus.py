@@ -236,12 +236,14 @@ class ArmBus:
         return reading, errors
 
     # ------------------------------------------------------------------ cycle
-    def read_state(self) -> JointReading:
+    def read_state(self, goal: bytes = b"") -> JointReading:
         """One sync read in joint units (read-only arrays, shared with every ``RobotState``). A
         lost or garbled reply falls back to one SYNC_READ and one READ per servo still missing,
-        ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the servo that still did not answer."""
+        ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the servo that still did not answer.
+        ``goal``: a goal SYNC_WRITE's bytes (``servo_goal``, ``current_goal``) that go out in the
+        same write as the read's instruction, just ahead of it (a free-running or late cycle)."""
         try:
-            pv = self.bus.read_present(self.ids)
+            pv = self.bus.read_present(self.ids, goal)
             raw = (pv.position, pv.velocity, pv.current, pv.alert)
         except DisconnectedError:
             raise
@@ -324,6 +326,12 @@ class ArmBus:
     def send_servo(self, targets: ServoTargets) -> None:
         """The cycle's goals in servo-side mode: one SYNC_WRITE of Goal Position (laid out once),
         and the gains first when they changed."""
+        self.bus.exchange_raw(self.servo_goal(targets))
+
+    def servo_goal(self, targets: ServoTargets) -> bytes:
+        """The wire bytes of the Goal Position SYNC_WRITE of ``targets``, to send (``send_servo``,
+        or ahead of the cycle's read: ``read_state(goal)``); the gains are written first, at
+        once, when they changed."""
         sent = self._sent_gains
         if sent is None or not (targets.p_gain is sent[0] and targets.d_gain is sent[1]):
             gains = (tuple(targets.p_gain.tolist()), tuple(targets.d_gain.tolist()))
@@ -337,7 +345,7 @@ class ArmBus:
                 self.bus.sync_write(GAIN_BLOCK_ADDRESS, GAIN_BLOCK_LENGTH, data)
                 self._gains = gains
             self._sent_gains = (targets.p_gain, targets.d_gain)
-        self.bus.exchange_raw(self._goal_writer.encode(targets.goal_ticks))
+        return self._goal_writer.encode(targets.goal_ticks)
 
     def current_for(self, u: np.ndarray) -> np.ndarray:
         """(n,) Goal Current units for joint torques ``u`` (n,) N m, within the current limits."""
@@ -345,7 +353,11 @@ class ArmBus:
 
     def send_current(self, units) -> None:
         """One SYNC_WRITE of Goal Current ``units`` (n,) (laid out once)."""
-        self.bus.exchange_raw(self._current_writer.encode(units))
+        self.bus.exchange_raw(self.current_goal(units))
+
+    def current_goal(self, units) -> bytes:
+        """The wire bytes of the Goal Current SYNC_WRITE of ``units`` (n,), to send."""
+        return self._current_writer.encode(units)
 
     # ------------------------------------------------------------------ faults
     def hardware_errors(self) -> dict[int, HardwareError]:
