@@ -60,6 +60,8 @@ _SETUP_BLOCK = (
 )
 
 
+_MODE_READ = (XTable.OPERATING_MODE.address, XTable.OPERATING_MODE.size)
+
 T = TypeVar("T")
 
 #: Tries of each servo's READ when a cycle's sync read lost a reply: at 0.2 % corrupted bytes a
@@ -373,13 +375,17 @@ class ArmBus:
 
     def servo_state(self, pid: int) -> ServoState:
         """Torque Enable and Operating Mode of servo ``pid`` read back (``None`` where it did not
-        answer within ``bus.attempts`` tries)."""
+        answer within ``bus.attempts`` tries). Torque Enable is read with the LED after it (two
+        bytes), so that a late reply to one of the two READs (a loaded host's timeout) has the
+        wrong length for the other and is refused, not taken for its value."""
         out = []
-        for reg in (XTable.TORQUE_ENABLE, XTable.OPERATING_MODE):
+        for address, length in ((XTable.TORQUE_ENABLE.address, 2), _MODE_READ):
             try:
-                out.append(
-                    retried(lambda reg=reg: self.bus.read(pid, reg), self.config.bus.attempts)
+                data = retried(
+                    lambda a=address, n=length: self.bus.read_block(pid, a, n),
+                    self.config.bus.attempts,
                 )
+                out.append(data[0])
             except BUS_FAILURES:
                 out.append(None)
         return ServoState(*out)

@@ -206,7 +206,7 @@ class DynamixelBus(LinkedDevice):
         """Send the instruction's wire bytes ``raw``; the status packets of ``reply_ids`` in
         order, not yet checked. ``reply_bytes``: the answer's size, if known (``_collect``)."""
         with self._txn:
-            connecting = self._start(raw)
+            connecting = self._start(raw, bool(reply_ids))
             if not reply_ids:
                 return []
             timeout_s = timeout_s or self.reply_timeout_s
@@ -214,11 +214,12 @@ class DynamixelBus(LinkedDevice):
                 timeout_s = max(timeout_s, INIT_REPLY_TIMEOUT_S)
             return self._collect(reply_ids, timeout_s, count_timeout, reply_bytes)
 
-    def _start(self, raw: bytes) -> bool:
-        """Begin a transaction (``_txn`` held): forget queued replies, write ``raw``. Returns
-        whether it runs in the connection set-up."""
+    def _start(self, raw: bytes, replied: bool = True) -> bool:
+        """Begin a transaction (``_txn`` held): forget queued replies (and, before an instruction
+        that is ``replied``, read and count any that came late), write ``raw``. Returns whether
+        it runs in the connection set-up."""
         connecting = self._init_thread == threading.get_ident()
-        if self.link.direct_read and self.link.state is not LinkState.CLOSED:
+        if replied and self.link.direct_read and self.link.state is not LinkState.CLOSED:
             with contextlib.suppress(DisconnectedError):  # the write below says so
                 late = self.link.receive(0.0)  # a late reply to an earlier instruction
                 if late:
@@ -312,8 +313,13 @@ class DynamixelBus(LinkedDevice):
         return found
 
     def read(self, pid: int, reg: Register) -> int:
-        (reply,) = self.transact(dxl.read(pid, reg.address, reg.size), [pid])
-        return dxl.decode_value(_exact(reply, reg.size), reg.signed)
+        return dxl.decode_value(self.read_block(pid, reg.address, reg.size), reg.signed)
+
+    def read_block(self, pid: int, address: int, length: int) -> bytes:
+        """``length`` bytes at ``address`` of servo ``pid`` (one READ; a reply of another length
+        is a ``TransportError``)."""
+        (reply,) = self.transact(dxl.read(pid, address, length), [pid])
+        return _exact(reply, length)
 
     def write(self, pid: int, reg: Register, value: int) -> None:
         """WRITE one register and wait for the servo's status (status return level 2)."""

@@ -65,6 +65,8 @@ def _rounded(value: float, bounds: tuple[int, int]) -> int:
         return lo if value < lo else hi if value > hi else 0
     r = round(value)
     return hi if r > hi else lo if r < lo else r
+
+
 _BY_ADDRESS = {r.address: r for r in _REGISTERS}
 _GAINS = (
     XTable.POSITION_P_GAIN,
