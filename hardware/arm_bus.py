@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
@@ -47,6 +47,7 @@ from twin.hardware.protocols.dynamixel_table import (
     HardwareError,
     OperatingMode,
     StatusError,
+    Units,
     XTable,
 )
 
@@ -58,6 +59,8 @@ _SETUP_BLOCK = (
     XTable.OPERATING_MODE.end - XTable.RETURN_DELAY_TIME.address,
 )
 
+
+_MODE_READ = (XTable.OPERATING_MODE.address, XTable.OPERATING_MODE.size)
 
 T = TypeVar("T")
 
@@ -136,11 +139,23 @@ class JointReading:
 
 @dataclass(frozen=True)
 class ServoTargets:
-    """Register values of one servo-side command: goal ticks, Position P and D gains, (n,) each."""
+    """Register values of one servo-side command: goal ticks, Position P and D gains, (n,) each.
+    ``clamped``: servo id -> the goal (ticks) a hold asked for beyond the servo's multi-turn range,
+    for the servos whose goal was clamped to the range's edge (empty for a command)."""
 
     goal_ticks: np.ndarray
     p_gain: np.ndarray
     d_gain: np.ndarray
+    clamped: dict[int, float] = field(default_factory=dict)
+
+    def clamp_text(self) -> str:
+        """Why each clamped servo does not hold where it was asked, or ``""``."""
+        lim = Units.EXTENDED_POSITION_LIMIT
+        return ", ".join(
+            f"servo {pid}: hold goal {wanted:.0f} ticks is beyond the servo range +-{lim}, "
+            "held at the range's edge"
+            for pid, wanted in self.clamped.items()
+        )
 
 
 class ArmBus:
@@ -211,7 +226,7 @@ class ArmBus:
         self._gains = self._sent_gains = None
         command = hold(reading)
         if self.mode == "servo":
-            self.send_servo(self.servo_targets(command))
+            self.send_servo(self.servo_targets(command, hold=True))
             bus.sync_write_register(XTable.GOAL_CURRENT, dict(zip(ids, self.goal_current.tolist())))
         else:
             self.send_current(
@@ -223,12 +238,14 @@ class ArmBus:
         return reading, errors
 
     # ------------------------------------------------------------------ cycle
-    def read_state(self) -> JointReading:
+    def read_state(self, goal: bytes = b"") -> JointReading:
         """One sync read in joint units (read-only arrays, shared with every ``RobotState``). A
         lost or garbled reply falls back to one SYNC_READ and one READ per servo still missing,
-        ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the servo that still did not answer."""
+        ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the servo that still did not answer.
+        ``goal``: a goal SYNC_WRITE's bytes (``servo_goal``, ``current_goal``) that go out in the
+        same write as the read's instruction, just ahead of it (a free-running or late cycle)."""
         try:
-            pv = self.bus.read_present(self.ids)
+            pv = self.bus.read_present(self.ids, goal)
             raw = (pv.position, pv.velocity, pv.current, pv.alert)
         except DisconnectedError:
             raise
@@ -273,9 +290,11 @@ class ArmBus:
             )
         return _present_row(reply)
 
-    def servo_targets(self, cmd: JointCommand) -> ServoTargets:
+    def servo_targets(self, cmd: JointCommand, *, hold: bool = False) -> ServoTargets:
         """Register values for ``cmd`` in servo-side mode; ``InvalidArgumentError`` if a gain is out
-        of the servo's range or a joint with ``kp = 0`` asks for feed-forward."""
+        of the servo's range, a joint with ``kp = 0`` asks for feed-forward, or (a command, not a
+        ``hold``) a goal is beyond the servo's range. A ``hold`` (the arm's own reading: a park,
+        a safe hold) is never refused for its goal: it is clamped to the range (``clamped``)."""
         m = self.map
         key = (cmd.kp.tobytes(), cmd.kd.tobytes())
         cache = self._gain_cache
@@ -298,11 +317,23 @@ class ArmBus:
                     f"joint {self.config.joints[j].name} has kp {cmd.kp[j]} (P gain 0) and feed-forward {ff[j]:.4g} N m. "
                     "Use a kp > 0 or control_mode = 'current'"
                 )
-        return ServoTargets(m.ticks_from_q(cmd.q_des + ff / kp_div), p, d)
+        goal = cmd.q_des + ff / kp_div
+        if not hold:
+            return ServoTargets(m.ticks_from_q(goal), p, d)
+        ticks, wanted = m.ticks_clamped(goal)
+        beyond = np.flatnonzero(~(np.abs(wanted) <= Units.EXTENDED_POSITION_LIMIT))
+        clamped = {self.ids[j]: float(wanted[j]) for j in beyond}
+        return ServoTargets(ticks, p, d, clamped)
 
     def send_servo(self, targets: ServoTargets) -> None:
         """The cycle's goals in servo-side mode: one SYNC_WRITE of Goal Position (laid out once),
         and the gains first when they changed."""
+        self.bus.exchange_raw(self.servo_goal(targets))
+
+    def servo_goal(self, targets: ServoTargets) -> bytes:
+        """The wire bytes of the Goal Position SYNC_WRITE of ``targets``, to send (``send_servo``,
+        or ahead of the cycle's read: ``read_state(goal)``); the gains are written first, at
+        once, when they changed."""
         sent = self._sent_gains
         if sent is None or not (targets.p_gain is sent[0] and targets.d_gain is sent[1]):
             gains = (tuple(targets.p_gain.tolist()), tuple(targets.d_gain.tolist()))
@@ -316,7 +347,7 @@ class ArmBus:
                 self.bus.sync_write(GAIN_BLOCK_ADDRESS, GAIN_BLOCK_LENGTH, data)
                 self._gains = gains
             self._sent_gains = (targets.p_gain, targets.d_gain)
-        self.bus.exchange_raw(self._goal_writer.encode(targets.goal_ticks))
+        return self._goal_writer.encode(targets.goal_ticks)
 
     def current_for(self, u: np.ndarray) -> np.ndarray:
         """(n,) Goal Current units for joint torques ``u`` (n,) N m, within the current limits."""
@@ -324,7 +355,11 @@ class ArmBus:
 
     def send_current(self, units) -> None:
         """One SYNC_WRITE of Goal Current ``units`` (n,) (laid out once)."""
-        self.bus.exchange_raw(self._current_writer.encode(units))
+        self.bus.exchange_raw(self.current_goal(units))
+
+    def current_goal(self, units) -> bytes:
+        """The wire bytes of the Goal Current SYNC_WRITE of ``units`` (n,), to send."""
+        return self._current_writer.encode(units)
 
     # ------------------------------------------------------------------ faults
     def hardware_errors(self) -> dict[int, HardwareError]:
@@ -340,13 +375,17 @@ class ArmBus:
 
     def servo_state(self, pid: int) -> ServoState:
         """Torque Enable and Operating Mode of servo ``pid`` read back (``None`` where it did not
-        answer within ``bus.attempts`` tries)."""
+        answer within ``bus.attempts`` tries). Torque Enable is read with the LED after it (two
+        bytes), so that a late reply to one of the two READs (a loaded host's timeout) has the
+        wrong length for the other and is refused, not taken for its value."""
         out = []
-        for reg in (XTable.TORQUE_ENABLE, XTable.OPERATING_MODE):
+        for address, length in ((XTable.TORQUE_ENABLE.address, 2), _MODE_READ):
             try:
-                out.append(
-                    retried(lambda reg=reg: self.bus.read(pid, reg), self.config.bus.attempts)
+                data = retried(
+                    lambda a=address, n=length: self.bus.read_block(pid, a, n),
+                    self.config.bus.attempts,
                 )
+                out.append(data[0])
             except BUS_FAILURES:
                 out.append(None)
         return ServoState(*out)

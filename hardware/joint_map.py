@@ -84,6 +84,15 @@ class JointMap:
             )
         return ticks.astype(np.int64)
 
+    def ticks_clamped(self, q) -> tuple[np.ndarray, np.ndarray]:
+        """Servo ticks (n,) int64 for ``q`` (n,) rad clamped to the multi-turn range (a hold's
+        goal: never refused; a nan goal is held at the zero position), and the (n,) float ticks
+        asked for before the clamp (beyond the range where the clamp moved the goal)."""
+        wanted = np.rint(np.asarray(q, float) * self._signed_tpr + self.zero_ticks)
+        lim = Units.EXTENDED_POSITION_LIMIT
+        ticks = np.clip(np.where(np.isnan(wanted), self.zero_ticks, wanted), -lim, lim)
+        return ticks.astype(np.int64), wanted
+
     # --- velocity ---------------------------------------------------------------------------
     @property
     def velocity_unit(self) -> np.ndarray:

@@ -4,7 +4,8 @@ Devices: the servo bus (``DynamixelBus`` + ``ArmBus``), the Bota F/T sensor (``B
 the ``ft_device``) and the WitMotion IMU, each with its reader thread and reconnection. One
 ``step()`` is one bus cycle: goals out (servo-side gains and goal positions, or host-side goal
 currents from the robot law and the last reading), a real-time wait to the next period, then one
-sync read of present current, velocity and position.
+sync read of present current, velocity and position. A cycle with no time left to wait (late, or
+free-running) writes its goals in the same write as the read's instruction, just ahead of it.
 
 Safety (``docs/faults/serial.md`` has the table): the same ``CommandWatchdog`` as the sim (no
 command for ``watchdog_s``: hold the measured position, ``Health.WATCHDOG``); a port that
@@ -96,8 +97,15 @@ class RobotStats:
     last_errors: list[str] = field(default_factory=list)
 
 
+#: A cycle whose wait to the period boundary is at most this (us: a late or free-running cycle)
+#: writes its goals in one write with the read's instruction, just ahead of it, instead of
+#: before the wait: one system call and one wake-up of the bus fewer, the same bytes on the wire.
+COMBINE_WAIT_US = 100
 PROBE_INTERVAL_S = 0.1  # while the stale fault holds: one read attempt per this much time
 RATE_WINDOW_S = 1.0  # the achieved rate is checked against the configured one over this window
+#: No ``step()`` for longer than this after the previous one: the caller paused (a planner call),
+#: the loop was not running; the pause is not the loop's rate, and the schedule restarts after it.
+RATE_PAUSE_S = 0.05
 
 
 @dataclass
@@ -153,8 +161,9 @@ class SerialRobot(Robot):
         self._stale: StaleFault | None = None
         self._probe_every = max(1, round(PROBE_INTERVAL_S / self.control_period_s))
         self._rate = RateMonitor(
-            self.control_period_s, self.config.rate_warning_fraction, RATE_WINDOW_S
+            self.control_period_s, self.config.rate_warning_fraction, RATE_WINDOW_S, RATE_PAUSE_S
         )
+        self._in_cycle = getattr(self._clock, "in_cycle", None) or (lambda on: None)
         self._rate_warned = False
         self.park_report: dict[int, ServoState] | None = None
         self._closed = False
@@ -276,7 +285,9 @@ class SerialRobot(Robot):
         cmd = JointCommand(
             q_des=np.array(q, float), tau_ff=np.where(kp > 0, tau, 0.0), kp=kp, kd=kd
         )
-        return self.arm.servo_targets(cmd.validated(self.model.joint_names, self._effort))
+        return self.arm.servo_targets(
+            cmd.validated(self.model.joint_names, self._effort), hold=True
+        )
 
     def _init_servos(self, bus: DynamixelBus) -> None:
         """Run at every (re)connection of the bus: set up the servos and hold where they are
@@ -286,7 +297,9 @@ class SerialRobot(Robot):
             self._set_reading(reading)
             self._fresh, self._failed_in_row = True, 0
             self._cmd = self._hold(reading.q)
-            self._targets = self.arm.servo_targets(self._cmd) if self.arm.mode == "servo" else None
+            self._targets = (
+                self.arm.servo_targets(self._cmd, hold=True) if self.arm.mode == "servo" else None
+            )
             if errors:
                 self._latch_fault(errors)
             stale = self._stale
@@ -375,11 +388,19 @@ class SerialRobot(Robot):
 
     def step(self) -> None:
         """One control period: goals out, wait for the period boundary, present values in."""
+        self._in_cycle(True)  # a lock-step idle pump leaves the clock to the cycle
+        try:
+            self._step()
+        finally:
+            self._in_cycle(False)
+
+    def _step(self) -> None:
         with self._lock:
             if self._closed:
                 raise DisconnectedError("this SerialRobot is closed; create a new one")
             now = self._clock.now_us()
-            self._rate.start(now)
+            if self._rate.start(now):
+                self._deadline_us = None  # after a pause the schedule starts again (no overruns)
             stale = self._stale
             if stale is None and (
                 self._hold_pending
@@ -397,29 +418,47 @@ class SerialRobot(Robot):
                 self._hold_pending = False
                 self._cmd = self._hold(self._reading.q)
                 self._targets = (
-                    self.arm.servo_targets(self._cmd) if self.arm.mode == "servo" else None
+                    self.arm.servo_targets(self._cmd, hold=True)
+                    if self.arm.mode == "servo"
+                    else None
                 )
             cmd, targets, reading, fresh = self._cmd, self._targets, self._reading, self._fresh
+        goal = b""
         if self.bus.ready and cmd is not None and stale is None:
             try:
                 if targets is not None:
-                    self.arm.send_servo(targets)
+                    goal = self.arm.servo_goal(targets)
                 else:
-                    self.arm.send_current(self.arm.current_for(self._torque(cmd, reading, fresh)))
+                    goal = self.arm.current_goal(
+                        self.arm.current_for(self._torque(cmd, reading, fresh))
+                    )
             except BUS_FAILURES as e:
                 self._bus_error(e)
-        self._wait_period()
+        deadline = self._next_deadline()
         probe = stale is None or stale.readings_back or self.stats.cycles % self._probe_every == 0
+        if goal and (not probe or deadline - self._clock.now_us() > COMBINE_WAIT_US):
+            goal = self._send_goal(goal)  # before the wait: the servos act on it meanwhile
+        self._clock.sleep_until(deadline)
         if self.bus.ready and probe:
             try:
-                reading = self.arm.read_state()
+                reading = self.arm.read_state(goal)  # a goal not sent yet goes just ahead
             except BUS_FAILURES as e:
                 self._bus_error(e)
                 self._read_failed(e)
             else:
                 self._read_ok(reading)
+        elif goal:
+            self._send_goal(goal)
         self.stats.cycles += 1
         self._account_cycle()
+
+    def _send_goal(self, goal: bytes) -> bytes:
+        """Write the cycle's goal SYNC_WRITE now; returns ``b""`` (nothing left to send)."""
+        try:
+            self.bus.exchange_raw(goal)
+        except BUS_FAILURES as e:
+            self._bus_error(e)
+        return b""
 
     def _torque(self, cmd: JointCommand, reading: JointReading, fresh: bool) -> np.ndarray:
         """(6,) N m to send in current mode: the law on a reading from the latest cycle, else the
@@ -466,11 +505,14 @@ class SerialRobot(Robot):
         """The servo-side hold of the stale fault, at the last good reading ``q`` (6,) rad."""
         stale = self._stale
         try:
-            stale.hold = self.arm.position_hold(self._safe_targets(q))
+            targets = self._safe_targets(q)
+            stale.hold = self.arm.position_hold(targets)
             unsafe = {pid: st for pid, st in stale.hold.items() if not st.safe}
             how = "servos hold servo-side" + (
                 "; not verified: " + _servo_list(unsafe) if unsafe else " (read back)"
             )
+            if targets.clamped:
+                how += "; " + targets.clamp_text()
         except BUS_FAILURES as err:
             how = f"the safe hold could not be written: {err}"
         self._event(Health.FAULT | Health.JOINTS_STALE, True, f"{stale.detail}; {how}")
@@ -490,7 +532,7 @@ class SerialRobot(Robot):
                 f"{self.control_period_s} s; {self.stats.overruns} overruns, "
                 f"{self.stats.failed_reads} failed reads so far; see diagnostics())"
             ),
-            stacklevel=3,
+            stacklevel=4,
         )
 
     def diagnostics(self) -> ControlDiagnostics:
@@ -505,17 +547,19 @@ class SerialRobot(Robot):
             r.worst_cycle_s,
         )
 
-    def _wait_period(self) -> None:
-        """Sleep to the next period boundary. A cycle late by more than a period drops the missed
-        periods (counted in ``stats.overruns``) and the schedule restarts from now."""
+    def _next_deadline(self) -> int:
+        """The period boundary to wait for (clock us), the schedule moved on by a period. A cycle
+        late by more than a period drops the missed periods (counted in ``stats.overruns``) and
+        the schedule restarts from now."""
         now = self._clock.now_us()
         if self._deadline_us is None:
             self._deadline_us = now + self._period_us
         elif now > self._deadline_us + self._period_us:
             self.stats.overruns += (now - self._deadline_us) // self._period_us
             self._deadline_us = now + self._period_us
-        self._clock.sleep_until(self._deadline_us)
+        deadline = self._deadline_us
         self._deadline_us += self._period_us
+        return deadline
 
     def _set_reading(self, reading: JointReading) -> None:
         self._reading = reading
@@ -605,7 +649,9 @@ class SerialRobot(Robot):
                     q = retried(self.arm.read_state, self.config.bus.attempts).q
                 except BUS_FAILURES:
                     q = self._reading.q  # hold the last good reading
-                self.park_report = self.arm.position_hold(self._safe_targets(q))
+                targets = self._safe_targets(q)  # clamped to the servos' range, never refused
+                self.park_report = self.arm.position_hold(targets)
+                problem = targets.clamp_text()
             else:
                 problem = (
                     f"the servo bus is {self.bus.link.state.value}: the servos were not parked"

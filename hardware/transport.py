@@ -5,13 +5,16 @@ The reader thread (one ``poll`` and one ``read`` per wake-up) feeds a ``LinkProt
 the reader passes through ``_lost``, which records why. When a port disappears the link keeps
 retrying to open it (back-off doubling from ``backoff_initial_s`` to ``backoff_max_s``) and runs the
 device's ``on_connect`` initialisation before it reports itself ready again. Writes are refused
-with ``DisconnectedError`` while it is not ready.
+with ``DisconnectedError`` while it is not ready. A request-reply bus (``direct_read``) reads its
+replies in the thread that waits for them (``receive``); its reader thread only watches for the
+port's loss, so a reply costs one thread wake-up, not two.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
+import math
 import os
 import select
 import threading
@@ -97,9 +100,15 @@ class SerialLink:
         on_connect: Callable[[SerialLink], None] | None = None,
         reconnect: ReconnectConfig | None = None,
         read_timeout_s: float = 0.05,
+        direct_read: bool = False,
     ) -> None:
         self.name, self.port, self.baudrate = name, port, baudrate
         self.protocol = protocol
+        #: The device reads its bytes itself, in the thread that waits for them (``receive``): a
+        #: request-reply bus, whose device sends only answers. The reader thread then only
+        #: watches for the port's loss (a hang-up), and is not woken by every reply.
+        self.direct_read = direct_read
+        self._direct: tuple[serial.Serial, int, select.poll] | None = None
         self._on_connect = on_connect
         self._reconnect = reconnect or ReconnectConfig()
         self._read_timeout_s = read_timeout_s
@@ -188,6 +197,10 @@ class SerialLink:
             self._gen += 1
             gen = self._gen
             self._ser = ser
+            if self.direct_read:
+                poller = select.poll()
+                poller.register(ser.fileno(), select.POLLIN | select.POLLPRI)
+                self._direct = (ser, ser.fileno(), poller)
             self._set_state(LinkState.CONNECTING)
         reader = threading.Thread(
             target=self._read_loop, args=(gen, ser), name=f"{self.name}-reader", daemon=True
@@ -262,6 +275,30 @@ class SerialLink:
                 raise DisconnectedError(f"{self.name}: write to {self.port} failed: {e}") from e
             self.bytes_out += len(data)
 
+    def receive(self, timeout_s: float) -> bytes:
+        """A ``direct_read`` link: the bytes waiting, after up to ``timeout_s`` for the first
+        (``b""`` if none came), read in the calling thread with one ``poll`` and one ``read``.
+        ``DisconnectedError`` if the port is gone or hung up."""
+        direct = self._direct
+        ser = self._ser
+        if direct is None or ser is None or direct[0] is not ser:
+            raise DisconnectedError(f"{self.name}: {self.port} is {self._state.value}")
+        _, fd, poller = direct
+        try:
+            if timeout_s > 0 and not poller.poll(max(1, math.ceil(timeout_s * 1e3))):
+                return b""
+            if self._ser is not ser:  # closed or lost while waiting
+                raise DisconnectedError(f"{self.name}: {self.port} is {self._state.value}")
+            data = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            return b""
+        except (OSError, ValueError) as e:
+            raise DisconnectedError(f"{self.name}: read from {self.port} failed: {e}") from e
+        if not data:
+            raise DisconnectedError(f"{self.name}: {self.port} hung up")
+        self.bytes_in += len(data)
+        return data
+
     def _read_loop(self, gen: int, ser: serial.Serial) -> None:
         """Wait for the port with one ``poll`` and take every byte waiting with one ``read`` of
         its descriptor (pyserial's ``read`` costs two selects, two reads and three ioctls per
@@ -270,7 +307,9 @@ class SerialLink:
         reason, exc = "closed by the host", None
         fd = ser.fileno()
         poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLPRI)
+        # a direct-read link's bytes are read by its device (``receive``): here only the loss of
+        # the port, which poll reports whatever is asked (POLLHUP, POLLERR, POLLNVAL)
+        poller.register(fd, 0 if self.direct_read else select.POLLIN | select.POLLPRI)
         # pyserial's cancel_read (in close) writes to this pipe: it ends the poll at once, so the
         # port's file (and its exclusive lock) is released when it is closed, not a poll later
         abort = getattr(ser, "pipe_abort_read_r", None)
@@ -288,7 +327,8 @@ class SerialLink:
                     break
                 if mask & select.POLLNVAL:
                     raise serial.SerialException(f"{self.port} was closed")
-                data = read(fd, _READ_SIZE) if mask & (select.POLLIN | select.POLLPRI) else b""
+                readable = mask & (select.POLLIN | select.POLLPRI) and not self.direct_read
+                data = read(fd, _READ_SIZE) if readable else b""
                 if not data:
                     raise serial.SerialException(
                         f"{self.port} hung up (device disconnected or multiple access on port?)"

@@ -13,7 +13,7 @@ import pytest
 from twin.hardware import ManualClock, ParkError, SerialRobot
 from twin.hardware.emulator import BUS, EmulatorStack, IdealSource
 from twin.hardware.emulator.testing import emulator_config
-from twin.hardware.protocols.dynamixel_table import HardwareError, OperatingMode, XTable
+from twin.hardware.protocols.dynamixel_table import HardwareError, OperatingMode, Units, XTable
 from twin.hardware.transport import LinkState
 
 from twin.kinematics import ArmModel
@@ -128,3 +128,34 @@ def test_close_without_the_bus_says_the_arm_was_not_parked(rig):
             robot.step()
         robot.close()
     stack.port(BUS).replug()
+
+
+@pytest.mark.parametrize("rig", ["current"], indirect=True)
+def test_close_of_an_arm_driven_beyond_the_servo_range_parks_at_the_range_edge(rig):
+    """A current-mode arm that diverged (a joint spun past the servos' multi-turn range of +-256
+    revolutions): the park never fails with an argument error. The hold goal is clamped to the
+    range, every servo is left torque on in current-based position mode, and ``ParkError`` names
+    the servo and why."""
+    robot, stack, clock = rig
+    lim = Units.EXTENDED_POSITION_LIMIT
+    tau = np.zeros(6)
+    tau[0] = MODEL.effort_limits[0]
+    robot.write(JointCommand(q_des=TARGET, tau_ff=tau, kp=np.zeros(6), kd=np.zeros(6)))
+    robot.step()  # the goal current is on the servo; nobody on the bus from here
+    beyond = 1.05 * lim / robot.arm.map.ticks_per_rad[0]  # rad
+    for _ in range(100):
+        if stack.source.joint_state()[0][0] > beyond:
+            break
+        clock.advance(2_000_000)
+        stack.source.advance_to(clock.now_us())
+    assert stack.source.joint_state()[0][0] > beyond  # the joint is beyond the servo range
+    with pytest.raises(ParkError) as err:
+        robot.close()
+    text = str(err.value)
+    assert "servo 1: hold goal" in text and f"beyond the servo range +-{lim}" in text
+    assert "servo 2:" not in text.split(";")[0]  # only the clamped servo is named as clamped
+    assert _servo_states(stack) == dict.fromkeys(stack.servos.servos, SAFE)  # torque on, mode 5
+    assert stack.servos.servos[1].get(XTable.GOAL_POSITION) == lim  # the range's edge
+    assert all(st.safe for st in err.value.states.values()) and len(err.value.states) == 6
+    assert robot.bus.link.state is LinkState.CLOSED
+    robot.close()  # idempotent

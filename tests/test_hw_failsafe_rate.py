@@ -95,3 +95,69 @@ def test_rate_monitor_counts_cycles_over_its_clock(gaps_us, period_s):
         if verdict is not None:
             rate, span_s = verdict
             assert rate < 0.9 / period_s and span_s >= 0.05 - 1e-12
+
+
+def test_lock_step_with_the_idle_pump_moves_one_period_a_cycle_and_does_not_warn():
+    """The lock-step runs of ``twin test --backend hardware``: robot and emulators share a
+    ``ManualClock`` and an ``IdlePump`` keeps it moving while nobody steps. Each reply leaves 15 ms
+    of wall time late (longer than the pump's idle wait), and the caller pauses once (a planner
+    call: the pump moves time meanwhile); still every cycle moves the clock by exactly one period,
+    does one write and one read, no overrun is counted and no ``ControlRateWarning`` comes."""
+    from twin.hardware.emulator.cli import IdlePump
+    from twin.hardware.emulator.testing import wait_until
+
+    clock = ManualClock()
+    config = _config(control_mode="current")
+    # a lock-step run's patience (twin.sessions): a late reply is not a lost one on a busy machine
+    config = replace(config, bus=replace(config.bus, reply_timeout_s=2.0))
+    period_us = round(config.control_period_s * 1e6)
+    with EmulatorStack(config, IdealSource(), clock=clock) as stack:
+        pump = IdlePump(stack, period_us)
+        try:
+            with SerialRobot(stack.robot_config(), model=MODEL, clock=clock) as robot:
+                robot.write(JointCommand(q_des=np.zeros(6), kp=np.full(6, 5.0), kd=np.full(6, 0.5)))
+                robot.step()  # the set-up's last sync write (no reply) is counted before t0
+                stack.servos.reply_delay_s = 0.015
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", ControlRateWarning)
+                    for phase in range(2):
+                        t0, n0, a0 = clock.now_us(), stack.servos.instructions, pump.advances
+                        for _ in range(130):
+                            robot.write(robot.command_in_force)
+                            robot.step()
+                        assert clock.now_us() - t0 == 130 * period_us  # one period a cycle
+                        assert stack.servos.instructions - n0 == 2 * 130  # one write, one read
+                        assert pump.advances == a0  # the pump stood aside
+                        if phase == 0:  # the caller pauses: time moves on without cycles
+                            wait_until(lambda a0=a0: pump.advances >= a0 + 15, timeout_s=10.0)
+                stack.servos.reply_delay_s = 0.0
+                d = robot.diagnostics()
+        finally:
+            pump.close()
+    assert (d.cycles, d.overruns, d.failed_reads) == (261, 0, 0)
+    assert d.achieved_rate_hz == pytest.approx(250.0, rel=1e-9)  # the pause is not the loop's
+    assert d.worst_cycle_s == pytest.approx(0.004)
+
+
+def test_rate_monitor_leaves_a_pause_out():
+    """A cycle starting more than ``pause_s`` after the previous one ended ends a pause: the
+    pause is out of the rate and the worst cycle, and the start says so."""
+    from twin.hardware.clock import RateMonitor
+
+    monitor = RateMonitor(0.004, 0.9, window_s=0.1, pause_s=0.05)
+    t = 0
+    assert monitor.start(t) is False
+    for _ in range(10):
+        t += 4000
+        assert monitor.end(t) is None
+        assert monitor.start(t) is False
+    assert monitor.start(t + 50_000) is False  # exactly pause_s: still the loop
+    t += 200_000
+    assert monitor.start(t) is True
+    for _ in range(40):  # 0.16 s of cycles after the pause: a full window at 250 Hz
+        t += 4000
+        assert monitor.end(t) is None
+        monitor.start(t)
+    assert monitor.cycles == 50 and monitor.pauses == 1
+    assert monitor.achieved_rate_hz == pytest.approx(250.0)
+    assert monitor.worst_cycle_s == pytest.approx(0.004)

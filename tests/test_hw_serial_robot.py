@@ -125,6 +125,33 @@ def test_servo_side_mapping_refuses_what_the_servo_cannot_do():
     assert np.all(t.p_gain == 0) and np.all(t.goal_ticks == 2048)
 
 
+@given(st.lists(st.floats(-3000.0, 3000.0), min_size=6, max_size=6))
+def test_a_hold_goal_is_clamped_to_the_servo_range_never_refused(q):
+    """``servo_targets(hold=True)`` (a park, a safe hold): every goal inside +-256 revolutions;
+    where the goal was inside, the same ticks as a command's; where not, the range's edge on the
+    goal's side and the servo named in ``clamped``; a command with such a goal is refused."""
+    from twin.hardware.protocols.dynamixel_table import Units
+
+    arm = ArmBus(None, CONFIG, MODEL.effort_limits)
+    lim = Units.EXTENDED_POSITION_LIMIT
+    cmd = JointCommand(q_des=np.array(q), kp=KP, kd=KD)
+    t = arm.servo_targets(cmd, hold=True)
+    wanted = np.rint(np.array(q) * MAP.direction * MAP.ticks_per_rad + MAP.zero_ticks)
+    inside = np.abs(wanted) <= lim
+    assert np.all(np.abs(t.goal_ticks) <= lim)
+    assert np.array_equal(t.goal_ticks[inside], wanted[inside].astype(np.int64))
+    assert np.array_equal(t.goal_ticks[~inside], np.sign(wanted[~inside]).astype(np.int64) * lim)
+    assert sorted(t.clamped) == [MAP.ids[j] for j in np.flatnonzero(~inside)]
+    if inside.all():
+        assert (
+            np.array_equal(arm.servo_targets(cmd).goal_ticks, t.goal_ticks) and not t.clamp_text()
+        )
+    else:
+        assert "beyond the servo range" in t.clamp_text()
+        with pytest.raises(InvalidArgumentError, match="exceed the servo range"):
+            arm.servo_targets(cmd)
+
+
 @pytest.fixture(scope="module", params=["servo", "current"])
 def rig(request):
     config = emulator_config(

@@ -19,6 +19,7 @@ SYNC_READ, so every call returns values). ``fast_read=False`` never tries; ``Tru
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -96,6 +97,7 @@ class DynamixelBus(LinkedDevice):
         reconnect: ReconnectConfig | None = None,
         on_connect: Callable[[DynamixelBus], None] | None = None,
         fast_read: bool | None = None,
+        direct_read: bool = True,
     ) -> None:
         self.reply_timeout_s = reply_timeout_s
         #: None: fast sync read where the servos answer it (module doc); False: never; True: always.
@@ -114,7 +116,13 @@ class DynamixelBus(LinkedDevice):
         self._init_thread: int | None = None
         self.alert_ids: set[int] = set()
         self.link = SerialLink(
-            name, port, baudrate, self, on_connect=self._run_init, reconnect=reconnect
+            name,
+            port,
+            baudrate,
+            self,
+            on_connect=self._run_init,
+            reconnect=reconnect,
+            direct_read=direct_read,  # the servos only answer: the transaction's thread reads
         )
 
     # ------------------------------------------------------------------ link
@@ -138,6 +146,21 @@ class DynamixelBus(LinkedDevice):
             if stats.dropped_frames != dropped:
                 self._damaged = True
             self._cond.notify_all()
+
+    def _wait_rx(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for reply bytes and parse them (``_cond`` held once, released
+        meanwhile). The link reads in this thread (``SerialLink.receive``); a port lost meanwhile
+        is seen as ``DisconnectedError`` or, from the link's state, by the caller's loop."""
+        if not self.link.direct_read:
+            self._cond.wait(timeout_s)
+            return
+        self._cond.release()
+        try:
+            data = self.link.receive(timeout_s)
+        finally:
+            self._cond.acquire()
+        if data:
+            self.data_received(data)
 
     def connection_lost(self, reason: str, exc: BaseException | None) -> None:
         with self._cond:
@@ -183,7 +206,7 @@ class DynamixelBus(LinkedDevice):
         """Send the instruction's wire bytes ``raw``; the status packets of ``reply_ids`` in
         order, not yet checked. ``reply_bytes``: the answer's size, if known (``_collect``)."""
         with self._txn:
-            connecting = self._start(raw)
+            connecting = self._start(raw, bool(reply_ids))
             if not reply_ids:
                 return []
             timeout_s = timeout_s or self.reply_timeout_s
@@ -191,10 +214,16 @@ class DynamixelBus(LinkedDevice):
                 timeout_s = max(timeout_s, INIT_REPLY_TIMEOUT_S)
             return self._collect(reply_ids, timeout_s, count_timeout, reply_bytes)
 
-    def _start(self, raw: bytes) -> bool:
-        """Begin a transaction (``_txn`` held): forget queued replies, write ``raw``. Returns
-        whether it runs in the connection set-up."""
+    def _start(self, raw: bytes, replied: bool = True) -> bool:
+        """Begin a transaction (``_txn`` held): forget queued replies (and, before an instruction
+        that is ``replied``, read and count any that came late), write ``raw``. Returns whether
+        it runs in the connection set-up."""
         connecting = self._init_thread == threading.get_ident()
+        if replied and self.link.direct_read and self.link.state is not LinkState.CLOSED:
+            with contextlib.suppress(DisconnectedError):  # the write below says so
+                late = self.link.receive(0.0)  # a late reply to an earlier instruction
+                if late:
+                    self.data_received(late)
         with self._cond:
             self.stats.stray_packets += len(self._replies)
             self._replies.clear()
@@ -257,7 +286,7 @@ class DynamixelBus(LinkedDevice):
                             f"{self.link.name}: no status packet from servo {pid} within "
                             f"{timeout_s * 1e3:.1f} ms"
                         )
-                    self._cond.wait(remaining)
+                    self._wait_rx(remaining)
         return out
 
     def _lost(self, pid: int, why: str) -> None:
@@ -284,8 +313,13 @@ class DynamixelBus(LinkedDevice):
         return found
 
     def read(self, pid: int, reg: Register) -> int:
-        (reply,) = self.transact(dxl.read(pid, reg.address, reg.size), [pid])
-        return dxl.decode_value(_exact(reply, reg.size), reg.signed)
+        return dxl.decode_value(self.read_block(pid, reg.address, reg.size), reg.signed)
+
+    def read_block(self, pid: int, address: int, length: int) -> bytes:
+        """``length`` bytes at ``address`` of servo ``pid`` (one READ; a reply of another length
+        is a ``TransportError``)."""
+        (reply,) = self.transact(dxl.read(pid, address, length), [pid])
+        return _exact(reply, length)
 
     def write(self, pid: int, reg: Register, value: int) -> None:
         """WRITE one register and wait for the servo's status (status return level 2)."""
@@ -324,7 +358,7 @@ class DynamixelBus(LinkedDevice):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
-                    self._cond.wait(remaining)
+                    self._wait_rx(remaining)
         self._check(list(got.values()), Instruction.SYNC_READ)
         return got
 
@@ -390,12 +424,17 @@ class DynamixelBus(LinkedDevice):
             layout = self._layouts.setdefault(key, PresentLayout(*key))
         return layout
 
-    def read_present(self, ids: Sequence[int]) -> PresentValues:
+    def read_present(self, ids: Sequence[int], ahead: bytes = b"") -> PresentValues:
         """Present Current, Velocity and Position (10 bytes per servo) in one FAST_SYNC_READ or
-        SYNC_READ (module doc): ready instruction bytes, the answer decoded in one call."""
+        SYNC_READ (module doc): ready instruction bytes, the answer decoded in one call.
+        ``ahead``: the wire bytes of an instruction without reply (the cycle's goal SYNC_WRITE),
+        written in the same ``write`` just before the read's (one system call, as on the wire)."""
         ids = tuple(ids)
         fast = self.uses_fast_read(ids)
         if fast is None:  # the first read of these servos on this connection: ask
+            if ahead:
+                self.exchange_raw(ahead)
+                ahead = b""
             try:
                 values = self._read_present(self.present_layout(ids, True), False)
             except ReplyLostError:
@@ -407,11 +446,14 @@ class DynamixelBus(LinkedDevice):
             else:
                 self._fast_ok[ids] = True
                 return values
-        return self._read_present(self.present_layout(ids, bool(fast)))
+        return self._read_present(self.present_layout(ids, bool(fast)), ahead=ahead)
 
-    def _read_present(self, layout: PresentLayout, count_timeout: bool = True) -> PresentValues:
+    def _read_present(
+        self, layout: PresentLayout, count_timeout: bool = True, ahead: bytes = b""
+    ) -> PresentValues:
+        self.stats.transactions += bool(ahead)  # two instructions in one write
         replies = self.exchange_raw(
-            layout.request,
+            ahead + layout.request if ahead else layout.request,
             layout.reply_ids,
             reply_bytes=layout.reply_bytes,
             count_timeout=count_timeout,

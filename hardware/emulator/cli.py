@@ -32,6 +32,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import fields, replace
 
@@ -139,15 +140,28 @@ def make_source(kind: str, config: HardwareConfig, *, seed: int = 0, gui: bool =
 
 
 class IdlePump:
-    """Lock-step with a pause: while the ``ManualClock`` has not moved for ``idle_s`` of wall time
-    (nobody steps), advance it and the physics by ``step_us``, in a thread; stopped by ``close``.
-    Between steps of a running control loop it does nothing."""
+    """Lock-step with a pause: while no control loop moves the ``ManualClock`` (before the first
+    ``robot.step()``: the clock has not moved for ``idle_s`` of wall time; after it: no cycle is
+    running and none has for ``pause_s``, e.g. a long planner call or a sensor command), advance
+    it and the physics by ``step_us`` every ``idle_s``, in a thread; stopped by ``close``. During
+    a cycle and between the cycles of a running loop it does nothing, so each cycle moves the
+    clock by exactly one period however long it takes in wall time (the robot marks its cycles
+    on the clock: ``ManualClock.in_cycle``)."""
 
-    def __init__(self, stack, step_us: int, idle_s: float = 0.01) -> None:
-        self.stack, self.step_us, self.idle_s = stack, int(step_us), idle_s
+    def __init__(self, stack, step_us: int, idle_s: float = 0.01, pause_s: float = 0.25) -> None:
+        self.stack, self.step_us, self.idle_s, self.pause_s = stack, int(step_us), idle_s, pause_s
+        self.advances = 0  # how often the pump moved the clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="emu-idle-pump", daemon=True)
         self._thread.start()
+
+    def _idle(self, before: int) -> bool:
+        clock = self.stack.clock
+        if clock.cycling:
+            return False
+        if clock.last_cycle_wall is None:  # no loop yet: the clock has not moved meanwhile
+            return clock.now_us() == before
+        return time.monotonic() - clock.last_cycle_wall >= self.pause_s
 
     def _run(self) -> None:
         clock, source = self.stack.clock, self.stack.source
@@ -155,9 +169,12 @@ class IdlePump:
             before = clock.now_us()
             if self._stop.wait(self.idle_s):
                 return
-            if clock.now_us() == before:  # nobody stepped meanwhile
+            with clock.advanced:  # no cycle can start between the check and the advance
+                if not self._idle(before):
+                    continue
                 clock.advance(self.step_us)
-                source.advance_to(clock.now_us())
+                self.advances += 1
+            source.advance_to(clock.now_us())
 
     def close(self) -> None:
         self._stop.set()

@@ -31,7 +31,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
 from twin.hardware.emulator.sources import LIMP, Drive, DriveKind, PhysicsSource
@@ -54,8 +53,20 @@ from twin.hardware.protocols.dynamixel_table import (
 
 _REGISTERS = XTable.registers()
 _PRESENT_BLOCK = struct.Struct("<hii")  # Present Current, Velocity, Position (126..135)
-_PRESENT_MIN = np.array([[-(2**15)], [-(2**31)], [-(2**31)]])
-_PRESENT_MAX = np.array([[2**15 - 1], [2**31 - 1], [2**31 - 1]])
+_CURRENT_RANGE = (-(2**15), 2**15 - 1)  # Present Current (int16), Velocity, Position (int32)
+_INT32_RANGE = (-(2**31), 2**31 - 1)
+
+
+def _rounded(value: float, bounds: tuple[int, int]) -> int:
+    """``value`` rounded half to even (as ``np.rint``) into the register's ``bounds`` (a nan,
+    from a diverged plant, reads 0)."""
+    lo, hi = bounds
+    if not lo <= value <= hi:
+        return lo if value < lo else hi if value > hi else 0
+    r = round(value)
+    return hi if r > hi else lo if r < lo else r
+
+
 _BY_ADDRESS = {r.address: r for r in _REGISTERS}
 _GAINS = (
     XTable.POSITION_P_GAIN,
@@ -235,18 +246,20 @@ class ServoChainEmulator:
 
     # ----------------------------------------------------------------- physics link
     def _refresh(self) -> None:
-        """Advance the physics to now and copy the joint state into the present registers."""
+        """Advance the physics to now and copy the joint state into the present registers (the
+        ``JointMap`` conversions, rounded half to even as ``np.rint``, on Python floats: six
+        joints, where numpy's per-call cost would dominate)."""
         self.source.advance_to(self.clock.now_us())
-        q, qd, tau = self.source.joint_state()
-        m = self.map
-        ticks = np.rint(m.zero_ticks + m.direction * q * m.ticks_per_rad)
-        raw = np.stack((m.current_from_tau(tau), m.units_from_qd(qd), ticks))
-        raw = np.minimum(np.maximum(raw, _PRESENT_MIN), _PRESENT_MAX).astype(np.int64)
-        cur, vel, ticks = raw.tolist()
+        q, qd, tau = (a.tolist() for a in self.source.joint_state())
+        units, joint_of, moving = self._joint_units, self.joint_of, XTable.MOVING.address
         for pid, s in self.servos.items():
-            j = self.joint_of[pid]
-            _PRESENT_BLOCK.pack_into(s.table, PRESENT_BLOCK_ADDRESS, cur[j], vel[j], ticks[j])
-            s.table[XTable.MOVING.address] = vel[j] != 0
+            j = joint_of[pid]
+            direction, zero, tpr, unit, _, _, vel_unit = units[j]
+            cur = _rounded(direction * tau[j] / unit, _CURRENT_RANGE)
+            vel = _rounded(direction * qd[j] / vel_unit, _INT32_RANGE)
+            ticks = _rounded(zero + direction * q[j] * tpr, _INT32_RANGE)
+            _PRESENT_BLOCK.pack_into(s.table, PRESENT_BLOCK_ADDRESS, cur, vel, ticks)
+            s.table[moving] = vel != 0
 
     def _update_drive(self, pid: int) -> None:
         """The drive of servo ``pid``'s joint from its registers, in Python floats (the same
@@ -487,7 +500,7 @@ class ServoChainEmulator:
             kd=kd,
             torque_limit=limit,
         )
-        self.source.set_drive(j, drive)
+        self.source.set_goal(j, drive)  # the drive _update_drive set, with a new goal
         return True
 
     def _rekey(self, old: int, s: EmulatedServo) -> None:

@@ -103,6 +103,11 @@ class PhysicsSource(abc.ABC):
         with self.lock:
             self._drives[joint] = drive
 
+    def set_goal(self, joint: int, drive: Drive) -> None:
+        """``set_drive`` for a ``drive`` that differs from the joint's current one in ``q_goal``
+        only (a servo's new Goal Position: the cycle's fast path)."""
+        self.set_drive(joint, drive)
+
     def drive(self, joint: int) -> Drive:
         return self._drives[joint]
 
@@ -206,6 +211,12 @@ class IdealSource(PhysicsSource):
                 arrays.q_goal[joint] = drive.q_goal  # a new goal only: the arrays stay
             else:
                 self._arrays = None
+
+    def set_goal(self, joint: int, drive: Drive) -> None:
+        with self.lock:
+            self._drives[joint] = drive
+            if self._arrays is not None:
+                self._arrays.q_goal[joint] = drive.q_goal
 
     def joint_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with self.lock:
