@@ -26,6 +26,16 @@ to its last free sample before the first blocked one (the gaps before it are all
 The batched work (forward kinematics of every sphere, field lookups, sphere pairs) is done by
 ``kernel.SphereKernel``, built when the checker is made or refreshed (it depends on the robot
 model and its attachments, not on the obstacles: the field is updated in place).
+
+With numba installed (``_compiled``; ``TWIN_PLANNING_COMPILED=0`` turns it off) the same
+verdicts and certified intervals are computed one configuration at a time with early exit
+(about 2-4 us a configuration on VAMP's UR5 in its cage, against 16 us in small numpy
+batches), and segments are checked inside one call each: both ends, then the gaps their
+intervals leave, split at their midpoints (coarse to fine, as VAMP orders its samples) until
+covered or blocked; ``free_prefixes`` marches forward one certified half width at a time. The
+two schemes sample differently (both conservative), so a segment near the margin can be free
+in one and blocked in the other. ``MotionChecker`` is the interface the search uses; the
+benchmarks' PyBullet baseline implements it too.
 """
 
 from __future__ import annotations
