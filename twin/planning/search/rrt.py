@@ -5,6 +5,10 @@ tree straight towards the new node and keeps the free prefix of that segment (sp
 ``step``-long edges). Here every iteration does this for a few samples at once, so that all their
 edges, and then all connection segments, are each checked in one batched call. The trees swap roles
 every iteration. Randomness comes only from the generator passed in: a query replays exactly.
+With the compiled checks (``CollisionChecker.compiled``) the whole loop runs compiled
+(``collision._compiled.rrt_chunk``) in chunks of ``CHUNK_ITERATIONS`` iterations, the deadline
+looked at between chunks: the same steps without numpy's per-call cost, which was most of a
+small iteration.
 """
 
 from __future__ import annotations
