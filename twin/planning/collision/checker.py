@@ -249,6 +249,15 @@ class CollisionChecker(MotionChecker):
         )
         self._count()
 
+    def _run(self, entry, qa: np.ndarray, qb: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``out`` filled by the compiled ``entry`` (``segments`` or ``prefixes``) for segments
+        qa -> qb (K, n) rad; the configurations it checked counted."""
+        model = self._kernel.compiled_model()
+        lo, hi = _c(self.lower), _c(self.upper)
+        entry(_c(qa), _c(qb), lo, hi, model, out, self._counter)
+        self._count()
+        return out
+
     def _count(self) -> None:
         """Adds the compiled calls' count of checked configurations to ``checked``."""
         self.checked += int(self._counter[0])
@@ -305,17 +314,7 @@ class CollisionChecker(MotionChecker):
         qb = np.asarray(qb, dtype=float)
         self._spheres()
         if self._fast is not None:
-            out = np.empty((len(qa), 3), dtype=np.uint8)
-            self._fast.segments(
-                _c(qa),
-                _c(qb),
-                _c(self.lower),
-                _c(self.upper),
-                self._kernel.compiled_model(),
-                out,
-                self._counter,
-            )
-            self._count()
+            out = self._run(self._fast.segments, qa, qb, np.empty((len(qa), 3), np.uint8))
             out = out.view(bool)
             return out[:, 0], out[:, 1], out[:, 2]
         if len(qa) == 1:
@@ -418,17 +417,7 @@ class CollisionChecker(MotionChecker):
         self._spheres()
         out = np.zeros(len(qa))
         if self._fast is not None:
-            self._fast.prefixes(
-                _c(qa),
-                _c(qb),
-                _c(self.lower),
-                _c(self.upper),
-                self._kernel.compiled_model(),
-                out,
-                self._counter,
-            )
-            self._count()
-            return out
+            return self._run(self._fast.prefixes, qa, qb, out)
         live = np.flatnonzero(self.within_limits(qb))  # the limits are a box
         if not len(live):
             return out
