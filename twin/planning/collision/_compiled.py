@@ -283,9 +283,22 @@ def inside(q, lower, upper):
 
 def segment_one(qa, qb, lower, upper, m, w, counter):
     """(segment free, start free, end free) of qa -> qb (n,) rad (module doc) as bits 1, 2, 4;
-    0 when an end lies outside the limits."""
+    0 when an end lies outside the limits. A segment is checked from its lexicographically
+    smaller end, so that qa -> qb and qb -> qa sample the same configurations (a path re-checked
+    backwards, e.g. along a roadmap edge, gets the same verdict)."""
     if not (inside(qa, lower, upper) and inside(qb, lower, upper)):
         return 0
+    for j in range(qa.shape[0]):
+        if qa[j] != qb[j]:
+            if qa[j] > qb[j]:
+                bits = segment_forward(qb, qa, m, w, counter)
+                return (bits & 1) + ((bits & 2) << 1) + ((bits & 4) >> 1)
+            break
+    return segment_forward(qa, qb, m, w, counter)
+
+
+def segment_forward(qa, qb, m, w, counter):
+    """``segment_one`` of a segment inside the limits, in the given direction."""
     x, rot, org, menv, mpair, mbody, q = w[0], w[1], w[2], w[3], w[4], w[5], w[7]
     top = set_motions(qa, qb, m, w)
     r0 = check(qa, True, menv, mpair, mbody, m, x, rot, org)
@@ -495,8 +508,8 @@ def rrt_chunk(nodes, parent, radius, size, state, samples, lower, upper, step, d
 
 
 _HELPERS = (
-    fk, motions, pair_ratio, check, _queue_size, work, set_motions, inside, segment_one,
-    prefix_one, nearest,
+    fk, motions, pair_ratio, check, _queue_size, work, set_motions, inside, segment_forward,
+    segment_one, prefix_one, nearest,
 )  # fmt: skip
 _ENTRIES = (evaluate, segments, prefixes, rrt_chunk)
 
