@@ -18,12 +18,14 @@ planner's check).
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import pybullet as pb
 from twin.sim.scene import voxel_cubes
 
-from twin.planning.collision.checker import CollisionChecker
+from twin.planning import InitialState, PathRequest, Planner
+from twin.planning.collision.checker import MotionChecker
 from twin.scenes import ItemKind, Scene, load_scene
 
 
@@ -249,7 +251,7 @@ class ExactChecker:
 _PREFIX_CHUNKS = (32, 128, 512, 2048, 1 << 62)
 
 
-class ExactMotionChecker(CollisionChecker):
+class ExactMotionChecker(MotionChecker):
     """The planner's checker interface on PyBullet's exact queries: the baseline's checker.
 
     Configurations are checked one by one with ``colliding_closest`` (joint resets plus
@@ -341,3 +343,48 @@ def verify_path(
             if exact.colliding(qa + t * (qb - qa)):
                 return True
     return False
+
+
+def _path_of(start: np.ndarray, result) -> np.ndarray:
+    """The planned polyline (K + 1, n) rad: ``start``, then the result's way-points."""
+    return np.vstack([start, *[w.configuration for w in result.path()]])
+
+
+def time_and_verify(
+    planner: Planner, exact: ExactChecker, queries: list[tuple[np.ndarray, np.ndarray]]
+) -> dict:
+    """Plans every (start, goal) (n,) rad query in one timed loop, then a second pass plans each
+    again right after the exact verification of the previous path (PyBullet work in between,
+    which evicts the planner's code and data from the CPU caches: the ``cold`` times) and
+    compares it with the first (the replay guarantee). Returns arrays over the queries:
+    ``times``, ``cpu``, ``cold`` (s), ``ok``, ``checks`` (configurations checked); and the
+    counts ``colliding`` (paths that collide in ``exact``, ``verify_path``) and ``mismatches``
+    (queries whose second plan differs)."""
+    times, cpu, ok, checks, results = [], [], [], [], []
+    for start, goal in queries:
+        c0, w0, p0 = planner.checker.checked, time.perf_counter(), time.process_time()
+        result = planner.path(InitialState(start), PathRequest([goal]))
+        times.append(time.perf_counter() - w0)
+        cpu.append(time.process_time() - p0)
+        checks.append(planner.checker.checked - c0)
+        ok.append(bool(result))
+        results.append(result)
+    cold, colliding, mismatches = [], 0, 0
+    for (start, goal), result in zip(queries, results):
+        t0 = time.perf_counter()
+        again = planner.path(InitialState(start), PathRequest([goal]))
+        cold.append(time.perf_counter() - t0)
+        mismatches += bool(again) != bool(result)
+        if result:
+            path = _path_of(start, result)
+            colliding += verify_path(exact, path, planner.checker.travel)
+            mismatches += bool(again) and not np.array_equal(_path_of(start, again), path)
+    return {
+        "times": np.array(times),
+        "cpu": np.array(cpu),
+        "cold": np.array(cold),
+        "ok": np.array(ok),
+        "checks": np.array(checks),
+        "colliding": int(colliding),
+        "mismatches": int(mismatches),
+    }

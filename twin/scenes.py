@@ -338,22 +338,40 @@ def read_mesh(path: str | Path) -> TriangleMesh:
     raise ValueError(f"mesh file {path} must end in .obj or .stl")
 
 
-def _read_obj(path: Path) -> TriangleMesh:
+def parse_obj(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An OBJ file's vertices (V, 3), triangles (F, 3) (vertex indices; polygons fanned from
+    their first vertex, negative indices counted from the end) and the object (F,) of each
+    triangle: an ``o`` or ``g`` line after faces starts the next object. Raises ``OSError`` or
+    ``ValueError`` on a file that cannot be read."""
     vertices: list[list[float]] = []
     faces: list[tuple[int, int, int]] = []
+    objects: list[int] = []
+    current, started = 0, False
     for line in path.read_text(encoding="utf-8").splitlines():
         parts = line.split()
         if not parts:
             continue
         if parts[0] == "v":
             vertices.append([float(x) for x in parts[1:4]])
+        elif parts[0] in ("o", "g"):
+            if started:
+                current, started = current + 1, False
         elif parts[0] == "f":
             idx = [int(tok.split("/")[0]) for tok in parts[1:]]
             idx = [i - 1 if i > 0 else len(vertices) + i for i in idx]
             faces.extend((idx[0], idx[k], idx[k + 1]) for k in range(1, len(idx) - 1))
-    return _checked_mesh(
-        np.array(vertices, float).reshape(-1, 3), np.array(faces, int).reshape(-1, 3), path
+            objects.extend([current] * max(0, len(idx) - 2))
+            started = True
+    return (
+        np.array(vertices, float).reshape(-1, 3),
+        np.array(faces, int).reshape(-1, 3),
+        np.array(objects, int),
     )
+
+
+def _read_obj(path: Path) -> TriangleMesh:
+    vertices, faces, _ = parse_obj(path)
+    return _checked_mesh(vertices, faces, path)
 
 
 _STL_HEADER_BYTES = 80

@@ -95,10 +95,12 @@ class DistanceField:
         grid = self._grid
         grid.fill(np.float32(self.band) - self._slack)
         spheres = []
+        self.uniform = True  # every interior node holds ``band - slack`` (``uniform``)
         for p in patches:
             if isinstance(p, SpherePatch):
                 spheres.append(p)
                 continue
+            self.uniform = False
             sl = tuple(slice(s, s + n) for s, n in zip(p.start, p.values.shape))
             np.minimum(grid[sl], p.values - self._slack, out=grid[sl])
         exact = spheres if len(spheres) <= EXACT_SPHERES else []
@@ -107,11 +109,17 @@ class DistanceField:
         self.version += 1
         if spheres and not exact:
             self._draw_spheres(spheres, grid)
+            self.uniform = False
         for axis in range(3):
             edge = [slice(None)] * 3
             for end in (0, -1):
                 edge[axis] = end
                 grid[tuple(edge)] = -np.inf
+
+    def interior_value(self) -> float | None:
+        """The value every interior node holds when no obstacle is drawn into the grid (only
+        exact spheres, or none), else None: lookups then need no memory access."""
+        return float(np.float32(self.band) - self._slack) if self.uniform else None
 
     def exact_spheres(self) -> tuple[np.ndarray, np.ndarray]:
         """The sphere obstacles checked exactly: centres (K, 3) m and radii (K,) m."""

@@ -174,6 +174,64 @@ class SphereKernel:
             (w[: self.n_env], later * between, self._weights[self.n_env :])
         )
 
+        # The compiled checks' model (``compiled_model``): sphere rows in metres (kernel order,
+        # then the body bounds when body pairs are culled), group-0 rows in the base frame.
+        rows_group = all_group[: self._total]
+        rows = np.zeros((self._total, 4))
+        rows[:, :3] = all_local[: self._total]
+        rows[: self.count, 3] = radii
+        fixed = rows_group == 0
+        rows[fixed, :3] = rows[fixed, :3] @ base_r.T + t0
+        ctrans = chain.c_trans.copy()
+        ctrans[0] = t0 + first_step
+        chain_arr = np.stack((p, ac, as_), axis=1)  # (n, 3, 3, 3), joint 1's times the base
+        if self._prune:
+            start = c.body_pair_start
+            if start[0] != 0 or start[-1] != len(c.pair_a):
+                raise ValueError("body pairs must partition the sphere pairs")
+            bodies = np.stack((self._bpa, self._bpb, start[:-1], start[1:]), axis=1)
+            body_r = self._bp_r[:, 0]
+            w_body = self._weights_all[self.n_env : self.n_env + len(ba)]
+        else:
+            bodies, body_r, w_body = np.zeros((0, 4), int), np.zeros(0), np.zeros((0, n))
+        self._model_parts = (
+            np.ascontiguousarray(chain_arr, dtype=float),
+            np.ascontiguousarray(ctrans, dtype=float),
+            np.ascontiguousarray(rows, dtype=float),
+            np.ascontiguousarray(rows_group, dtype=np.int64),
+            int(self.n_env),
+            field._flat,
+            np.asarray(field.shape, dtype=np.int64),
+            np.array([*half_node, 1.0 / h, 0.0, 0.0]),
+        )
+        self._model_tail = (
+            np.ascontiguousarray(np.stack((self.pair_a, self.pair_b), axis=1), dtype=np.int64),
+            np.ascontiguousarray(pair_r, dtype=float),
+            np.ascontiguousarray(bodies, dtype=np.int64),
+            np.ascontiguousarray(body_r, dtype=float),
+            np.ascontiguousarray(self._weights[: self.n_env], dtype=float),
+            np.ascontiguousarray(self._weights[self.n_env :], dtype=float),
+            np.ascontiguousarray(w_body, dtype=float),
+            float(margin),
+        )
+        self._model_version = -1
+
+    def compiled_model(self) -> tuple:
+        """The model tuple of the compiled checks (``_compiled`` module doc), with the field's
+        exact spheres of its current version (rebuilt when the obstacles change)."""
+        f = self.field
+        if self._model_version != f.version:
+            centers, radii = f.exact_spheres()
+            exact = np.zeros((len(radii), 4))
+            exact[:, :3] = centers
+            exact[:, 3] = radii + EXACT_ROUNDING
+            uniform = f.interior_value()
+            gpar = self._model_parts[7]  # [4]: 1 when the grid's interior is uniform, [5] its value
+            gpar[4], gpar[5] = (0.0, 0.0) if uniform is None else (1.0, uniform)
+            self._model = (*self._model_parts, exact, *self._model_tail)
+            self._model_version = f.version
+        return self._model
+
     def set_reach(self, center: np.ndarray, reach: float) -> None:
         """Skip the per-axis clipping of field indices when every sphere centre stays within
         ``reach`` m of ``center`` (3,) (a fixed point: joint 1's anchor origin) and that ball

@@ -33,6 +33,7 @@ import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
 from twin.planning.collision.spheres import SphereSet, _fewest_near_best, measured_slack
+from twin.scenes import parse_obj
 
 _RADIUS_PAD = 1e-7  # m, rounding allowance added to every radius
 #: Sphere count searched per convex piece.
@@ -63,34 +64,14 @@ def read_parts(path: str | Path, scale=(1.0, 1.0, 1.0)) -> list[np.ndarray]:
 
 
 def _obj_parts(path: Path) -> list[np.ndarray]:
-    """Vertices referenced by the faces of each object of an OBJ file."""
-    vertices: list[list[float]] = []
-    groups: list[set[int]] = [set()]
+    """Vertices referenced by the faces of each object of an OBJ file (``scenes.parse_obj``)."""
     try:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            parts = line.split()
-            if not parts:
-                continue
-            if parts[0] == "v":
-                vertices.append([float(x) for x in parts[1:4]])
-            elif parts[0] in ("o", "g"):
-                if groups[-1]:
-                    groups.append(set())
-            elif parts[0] == "f":
-                for tok in parts[1:]:
-                    i = int(tok.split("/")[0])
-                    groups[-1].add(i - 1 if i > 0 else len(vertices) + i)
+        v, faces, objects = parse_obj(path)
     except (OSError, ValueError) as e:
         raise MeshFileError(f"{path}: not a readable OBJ file ({e})") from e
-    v = np.array(vertices, dtype=float).reshape(-1, 3)
-    out = []
-    for g in groups:
-        idx = np.array(sorted(g), dtype=int)
-        if len(idx) == 0:
-            continue
-        if idx.min() < 0 or idx.max() >= len(v):
-            raise MeshFileError(f"{path}: a face refers to a vertex beyond the {len(v)} given")
-        out.append(v[idx])
+    if len(faces) and (faces.min() < 0 or faces.max() >= len(v)):
+        raise MeshFileError(f"{path}: a face refers to a vertex beyond the {len(v)} given")
+    out = [v[np.unique(faces[objects == k])] for k in np.unique(objects)]
     if not out:
         raise MeshFileError(f"{path}: no faces")
     return out

@@ -5,6 +5,10 @@ tree straight towards the new node and keeps the free prefix of that segment (sp
 ``step``-long edges). Here every iteration does this for a few samples at once, so that all their
 edges, and then all connection segments, are each checked in one batched call. The trees swap roles
 every iteration. Randomness comes only from the generator passed in: a query replays exactly.
+With the compiled checks (``CollisionChecker.compiled``) the whole loop runs compiled
+(``collision._compiled.rrt_chunk``) in chunks of ``CHUNK_ITERATIONS`` iterations, the deadline
+looked at between chunks: the same steps without numpy's per-call cost, which was most of a
+small iteration.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ DOMAIN_RADIUS = 4.0
 DOMAIN_MIN = 1.0
 DOMAIN_ALPHA = 1e-4
 BALANCE = True
+#: Iterations per call of the compiled search (the deadline is checked between calls).
+CHUNK_ITERATIONS = 16
 
 
 class _Tree:
@@ -82,6 +88,8 @@ def rrt_connect(
     free prefixes of those segments checked in one batch); then the trees swap roles.
     ``deadline`` (a ``time.perf_counter`` value): stop there (fewer than ``max_iterations``).
     """
+    if BALANCE and checker.compiled:
+        return _rrt_compiled(checker, start, goal, rng, step, max_iterations, batch, deadline)
     trees = [_Tree(start, 256), _Tree(goal, 256)]
     active = 0  # index of the tree that extends
     lower, upper = checker.lower, checker.upper
@@ -105,6 +113,66 @@ def rrt_connect(
         else:
             active = 1 - active
     return RrtResult(None, max_iterations)
+
+
+def _rrt_compiled(
+    checker: CollisionChecker,
+    start: np.ndarray,
+    goal: np.ndarray,
+    rng: np.random.Generator,
+    step: float,
+    max_iterations: int,
+    batch: int,
+    deadline: float | None,
+) -> RrtResult:
+    """``rrt_connect`` compiled (``CollisionChecker.rrt_chunk``): the same steps, in chunks of
+    ``CHUNK_ITERATIONS`` iterations (samples drawn a chunk at a time, in the same order)."""
+    n = len(start)
+    lower, upper = checker.lower, checker.upper
+    # Nodes one iteration can add: ``batch`` extensions, each connection at most the joint
+    # box's diagonal in ``step``-long pieces.
+    per_iteration = batch * (2 + int(np.ceil(float(np.linalg.norm(upper - lower)) / step)))
+    cap = 256
+    nodes = np.empty((2, cap, n))
+    parent = np.full((2, cap), -1, dtype=np.int64)
+    radius = np.full((2, cap), np.inf)
+    nodes[0, 0], nodes[1, 0] = start, goal
+    size = np.ones(2, dtype=np.int64)
+    state = np.zeros(5, dtype=np.int64)  # active, found, start-tree node, goal-tree node, its
+    domain = np.array([DOMAIN_RADIUS, DOMAIN_MIN, DOMAIN_ALPHA])
+    done = 0
+    while done < max_iterations:
+        if deadline is not None and time.perf_counter() > deadline:
+            return RrtResult(None, done)
+        k = min(CHUNK_ITERATIONS, max_iterations - done)
+        need = int(size.max()) + k * per_iteration
+        if need > cap:
+            cap = max(2 * cap, need)
+            grown = (
+                np.empty((2, cap, n)),
+                np.full((2, cap), -1, np.int64),
+                np.full((2, cap), np.inf),
+            )
+            for new, old in zip(grown, (nodes, parent, radius)):
+                new[:, : old.shape[1]] = old
+            nodes, parent, radius = grown
+        samples = rng.uniform(lower, upper, size=(k, batch, n))
+        checker.rrt_chunk(nodes, parent, radius, size, state, samples, step, domain)
+        done = int(state[4])
+        if state[1]:
+            path = _branch(nodes[0], parent[0], int(state[2]))[::-1]
+            path += _branch(nodes[1], parent[1], int(state[3]))[1:]
+            return RrtResult(np.array(path), done)
+    return RrtResult(None, max_iterations)
+
+
+def _branch(nodes: np.ndarray, parent: np.ndarray, i: int) -> list[np.ndarray]:
+    """Configurations from node ``i`` up to the root (node 0) of a tree in arrays."""
+    out = []
+    while i >= 0:
+        out.append(nodes[i].copy())
+        i = int(parent[i])
+    return out
 
 
 def _nearest_many(tree: _Tree, targets: np.ndarray) -> np.ndarray:

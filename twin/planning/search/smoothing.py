@@ -4,8 +4,8 @@
    free straight segment (candidates checked farthest first, ``_GREEDY_BATCH`` per batch, up to
    the first batch with a free one: on long RRT paths in clutter all of them cost O(K^2)).
 2. ``random_shortcuts``: rounds of random pairs of points along the path (not only way-points);
-   all candidates of a round are checked in one batch and the free one saving most length is
-   applied.
+   all candidates of a round are checked in one batch (with the pieces of the old segments they
+   keep) and the free one saving most length is applied.
 3. ``cut_corners``: move interior way-points towards the midpoint of their neighbours when both
    new segments are free (rounds over odd, then even way-points).
 A path through a single via configuration (``search``) is only pulled straighter (``pull_via``).
@@ -74,6 +74,14 @@ def random_shortcuts(
         qa = np.array([a[1] for a, _ in keep])
         qb = np.array([b[1] for _, b in keep])
         ok = checker.segments_free(qa, qb)
+        idx = np.flatnonzero(ok)
+        if len(idx):  # and the two pieces of old segments the shortcut keeps, as their own
+            ka = np.array([keep[i][0][0] for i in idx])  # segments (a piece of a free segment
+            kb = np.array([keep[i][1][0] for i in idx])  # is not always free checked alone)
+            pieces = checker.segments_free(
+                np.vstack((path[ka], qb[idx])), np.vstack((qa[idx], path[kb + 1]))
+            )
+            ok[idx] = pieces[: len(idx)] & pieces[len(idx) :]
         if not np.any(ok):
             continue
         saved = []
