@@ -7,6 +7,8 @@ their sphere models are checked against PyBullet's exact geometry on the real me
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -274,3 +276,11 @@ def test_flange_and_tcp_offsets_and_our_arm_unchanged():
     assert ours.disabled_collision_pairs == frozenset()
     with pytest.raises(ValueError, match="has a 'flange' link"):
         ArmModel.from_urdf(ours.urdf_path, flange_offset=offset)
+
+
+def test_the_planner_imports_scipy_only_for_a_mesh():
+    """scipy's hulls (an import of about 1-2 s) are loaded when a mesh is covered, not by the
+    planner's import: the shipped arm has primitive shapes only."""
+    code = "import sys, twin.planning; print('scipy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.planning.collision import mesh_spheres, self_collision
+from twin.planning.collision import self_collision
 from twin.planning.collision import spheres as sph
 from twin.planning.collision.spheres import SphereSet
 from twin.spatial import batch
@@ -135,6 +135,10 @@ class RobotSpheres:
     def _cover_shape(self, link: str, shape, mesh_file=None) -> SphereSet:
         kind, dims, origin = shape
         if kind == "mesh":
+            # Imported here: mesh covers need scipy's hulls, whose import (about 1-2 s) an arm
+            # of primitive shapes, such as the shipped one, should not pay.
+            from twin.planning.collision import mesh_spheres
+
             s = mesh_spheres.cover_mesh_file(
                 mesh_file, tuple(dims), self.max_radius, self.max_slack
             )
