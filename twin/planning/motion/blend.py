@@ -12,11 +12,12 @@ Search (per way-point): the blend is scaled by a factor ``f`` in (0, 1] of its l
 size (entry ``f * half the incoming segment``, exit ``f * half the outgoing one``); factors
 ``1, 1/2, 1/4, ... 1/32`` are tried, the largest free one kept, and between it and the colliding
 one above it the bracket is narrowed by ``REFINEMENTS`` bisection steps. The joint way-points
-of a path are searched together (``joint_blend_searches``): the ladders of all of them in one
-checker batch (every ``PROBE_STRIDE``-th sample first, so that the large blends that collide
-cost a few samples), then one batch per bisection step; the same radii as one way-point and one
-factor at a time, in 8 checker calls a path instead of up to 12 a way-point (on the stored shelf
-and cage queries those calls were a third of the tail's time). So the reported radius is verified free, and the smallest radius found colliding
+of a path are searched together (``joint_blend_searches``): the ladders of all of them probed
+in one checker batch (every ``PROBE_STRIDE``-th sample, so that the large blends that collide
+cost a few samples), the largest factor that passed checked in full (usually one more batch),
+then one batch per bisection step; the same radii as one way-point and one factor at a time, in
+about 8 checker calls a path instead of up to 12 a way-point (on the stored shelf and cage
+queries those calls were a third of the tail's time). So the reported radius is verified free, and the smallest radius found colliding
 above it (if any) is reported too (``BlendSearch.colliding``): "the largest free radius" to
 within ``largest size / 2^(REFINEMENTS + 1)`` (1/128 of it). Like the reference, a smaller
 non-zero radius is not guaranteed free.
@@ -115,7 +116,7 @@ def joint_blend_searches(corners: list[tuple], checker: MotionChecker) -> list[B
 
     def free_many(which: np.ndarray, f: np.ndarray, probe: bool) -> np.ndarray:
         """Whether the blends of corners ``live[which]`` (B,) at factors ``f`` (B,) are free;
-        ``probe``: check every ``PROBE_STRIDE``-th sample of all first."""
+        ``probe``: only whether their ends and every ``PROBE_STRIDE``-th sample are."""
         parts = []
         for w, fw in zip(which.tolist(), f.tolist()):
             m = live[w]
@@ -127,14 +128,11 @@ def joint_blend_searches(corners: list[tuple], checker: MotionChecker) -> list[B
         owner = np.repeat(np.arange(len(parts)), count)
         pts = np.concatenate(parts)
         ok = np.ones(len(parts), dtype=bool)
-        rest = np.ones(len(pts), dtype=bool)
         if probe:
             k = np.arange(len(pts)) - (np.cumsum(count) - count)[owner]
             first = (k % PROBE_STRIDE == 0) | (k == count[owner] - 1)
-            ok[owner[first][~np.asarray(checker.free(pts[first]), dtype=bool)]] = False
-            rest = ~first & ok[owner]
-        if rest.any():
-            ok[owner[rest][~np.asarray(checker.free(pts[rest]), dtype=bool)]] = False
+            owner, pts = owner[first], pts[first]
+        ok[owner[~np.asarray(checker.free(pts), dtype=bool)]] = False
         return ok
 
     found = _narrow(free_many, len(live))
@@ -151,16 +149,28 @@ def joint_blend_searches(corners: list[tuple], checker: MotionChecker) -> list[B
 
 def _narrow(free_many, count: int) -> list[tuple[float, float | None]]:
     """(largest factor found free or 0, smallest found colliding above it or None) of ``count``
-    corners: the ladder of all (probed), then ``REFINEMENTS`` bisection steps of every bracket;
-    ``free_many(corners (B,), factors (B,), probe) -> free (B,)``, one call a step."""
+    corners: the ladder of all probed (``free_many(..., probe=True)``), then of each corner its
+    largest factor that passed checked in full, the next one where that collides, and so on;
+    then ``REFINEMENTS`` bisection steps of every bracket. ``free_many(corners (B,), factors
+    (B,), probe) -> free (B,)``: one call a step, for all corners."""
     ladder = np.array(LADDER)
     which = np.repeat(np.arange(count), len(ladder))
     ok = free_many(which, np.tile(ladder, count), True).reshape(count, len(ladder))
     lo, hi = np.zeros(count), np.full(count, np.nan)  # nan: no colliding factor above
-    for m, row in enumerate(ok):
-        k = int(np.argmax(row)) if row.any() else len(ladder)
-        lo[m] = ladder[k] if k < len(ladder) else 0.0
-        hi[m] = np.nan if k == 0 else ladder[k - 1]
+    pending = np.arange(count)
+    while len(pending):
+        rows = ok[pending]
+        k = np.where(rows.any(axis=1), np.argmax(rows, axis=1), len(ladder))
+        tried = k < len(ladder)
+        free = np.zeros(len(pending), dtype=bool)
+        if tried.any():
+            free[tried] = free_many(pending[tried], ladder[k[tried]], False)
+        done = free | ~tried
+        for m, km in zip(pending[done].tolist(), k[done].tolist()):
+            lo[m] = ladder[km] if km < len(ladder) else 0.0
+            hi[m] = np.nan if km == 0 else ladder[km - 1]
+        ok[pending[~done], k[~done]] = False
+        pending = pending[~done]
     open_ = np.flatnonzero((lo > 0.0) & ~np.isnan(hi))
     for _ in range(REFINEMENTS if len(open_) else 0):
         mid = 0.5 * (lo[open_] + hi[open_])

@@ -222,15 +222,17 @@ def shortcut(checker: CollisionChecker, path: np.ndarray) -> np.ndarray:
     ones joined by free segments), in two passes of ``_shortcut_pass``: first between the
     way-points, then between points at every ``1 / DENSITY`` of the remaining segments. Ends
     kept exactly."""
-    path = _shortcut_pass(checker, path, 1)
-    return _shortcut_pass(checker, path, DENSITY)
+    path = _shortcut_pass(checker, path, 1, len(path))
+    return _shortcut_pass(checker, path, DENSITY, 1)
 
 
 #: Points per segment between which ``shortcut``'s second pass looks for shortcuts.
 DENSITY = 4
 
 
-def _shortcut_pass(checker: CollisionChecker, path: np.ndarray, density: int) -> np.ndarray:
+def _shortcut_pass(
+    checker: CollisionChecker, path: np.ndarray, density: int, reach: int
+) -> np.ndarray:
     """The shortest way from the first to the last point through the path's own segments and
     the free straight shortcuts between its points (``density`` per segment, way-points
     included), all checked in one ``segments_free`` batch; dynamic programming over the points
@@ -242,7 +244,9 @@ def _shortcut_pass(checker: CollisionChecker, path: np.ndarray, density: int) ->
     points = np.vstack((dense.reshape(-1, path.shape[1]), path[-1:]))
     k = len(points)
     i, j = np.triu_indices(k, 2)
-    other = j > (i // density + 1) * density  # on another segment than point i's
+    seg_i = i // density
+    # on the next segment after point i's (shortcuts across more than one corner: ``reach``)
+    other = (j > (seg_i + 1) * density) & (j <= (seg_i + 1 + reach) * density)
     i, j = i[other], j[other]
     ok = checker.segments_free(points[i], points[j])
     length = np.linalg.norm(points[None] - points[:, None], axis=2)  # (K, K)
