@@ -227,7 +227,7 @@ def shortcut(checker: CollisionChecker, path: np.ndarray) -> np.ndarray:
 
 
 #: Points per segment between which ``shortcut``'s second pass looks for shortcuts.
-DENSITY = 4
+DENSITY = 3
 
 
 def _shortcut_pass(
