@@ -22,7 +22,9 @@ the previous path, and ``speedup (cold)`` compares it with the baseline's median
 Roadmap and tail: each scene's planner builds its roadmap over the static obstacles first
 (``Planner.prepare_roadmap``, timed as ``roadmap s``); ``first ms`` is the first query after it
 (cold: nothing of the queries in the caches yet), the percentiles are over all queries.
-Targets of the tail: p95 <= 10 ms, p99 <= 30 ms on every scene. ``Unreachable goal``: a goal
+Targets of the tail: p95 <= 10 ms, p99 <= 30 ms on every scene. On a loaded machine the wall
+clock of a query includes the time other processes ran on its core; ``CPU p95 / p99 ms`` (the
+process's CPU time per query) shows the tail without that (``tail_targets_met_cpu``). ``Unreachable goal``: a goal
 that is free but cut off (a small sphere beside the base blocks every configuration with joint 1
 between about 0.9 and 2.7 rad; start at home, goal at home with joint 1 at 2.9 rad) must return
 ``blocked_path`` because the time limit stopped the search (``stats["deadline_hit"]``), within
@@ -346,6 +348,9 @@ def main() -> None:
             "median_ms": 1e3 * float(np.median(ours["times"])),
             "p95_ms": 1e3 * float(np.percentile(ours["times"], 95)),
             "p99_ms": 1e3 * float(np.percentile(ours["times"], 99)),
+            "cpu_median_ms": 1e3 * float(np.median(ours["cpu"])),
+            "cpu_p95_ms": 1e3 * float(np.percentile(ours["cpu"], 95)),
+            "cpu_p99_ms": 1e3 * float(np.percentile(ours["cpu"], 99)),
             "max_ms": 1e3 * float(np.max(ours["times"])),
             "first_query_ms": 1e3 * float(ours["times"][0]),
             "roadmap_build_s": build_s,
@@ -373,6 +378,7 @@ def main() -> None:
                 fig["median_ms"],
                 fig["p95_ms"],
                 fig["p99_ms"],
+                f"{fig['cpu_p95_ms']:.3g} / {fig['cpu_p99_ms']:.3g}",
                 fig["first_query_ms"],
                 f"{build_s:.2f}",
                 fig["cold_median_ms"],
@@ -398,6 +404,7 @@ def main() -> None:
             "median ms",
             "p95 ms",
             "p99 ms",
+            "CPU p95 / p99 ms",
             "first ms",
             "roadmap s",
             "cold median ms",
@@ -432,8 +439,16 @@ def main() -> None:
         and f["p99_ms"] <= 30.0
         for f in figures.values()
     )
+    tail_ok_cpu = all(
+        f["success"] == 1.0
+        and f["colliding_paths"] == 0
+        and f["cpu_p95_ms"] <= 10.0
+        and f["cpu_p99_ms"] <= 30.0
+        for f in figures.values()
+    )
     print(
         f"tail targets (100 % success, 0 colliding, p95 <= 10 ms, p99 <= 30 ms): {'met' if tail_ok else 'NOT met'}"
+        f" (wall clock); on CPU time: {'met' if tail_ok_cpu else 'NOT met'}"
     )
     unreachable = unreachable_goal(args.seed)
     print_table(
@@ -468,6 +483,7 @@ def main() -> None:
             "seed": args.seed,
             "targets_met": all_ok,
             "tail_targets_met": tail_ok,
+            "tail_targets_met_cpu": tail_ok_cpu,
             "planning": figures,
             "unreachable": unreachable,
             "scaling_points": clouds,

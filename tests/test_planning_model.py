@@ -178,10 +178,10 @@ def test_free_segments_are_free_at_a_fine_resolution(planner: Planner):
 
 @pytest.mark.parametrize("count", [5, 300, 1500])  # few (fewer calls), many, several chunks
 def test_kernel_matches_a_direct_evaluation_of_the_model(planner: Planner, count: int):
-    model, robot, checker = planner.model, planner._robot, planner.checker
+    robot, checker = planner._robot, planner.checker
     planner.set_obstacles(obstacles_from_scene("shelf"))
     try:
-        q = np.random.default_rng(count).uniform(model.lower, model.upper, size=(count, 6))
+        q = np.random.default_rng(count).uniform(checker.lower, checker.upper, size=(count, 6))
         kernel, c = checker._kernel, robot.compiled()
         centers = robot.centers(q)[:, : len(c.radii)]  # (N, S, 3): anchor-chain FK
         assert np.allclose(kernel.centers(q), centers[:, kernel.order], atol=1e-9)

@@ -3,6 +3,15 @@
 Poses are 4x4 matrices in the cell base frame (the arm's base frame), metres and radians.
 Input errors raise ``PlanningInputError``; planning failures are ``PathResult`` errors.
 
+Joint limits: everything is planned within the soft limits of the safety layer
+(``twin.safety.limits_for``: the URDF limits moved ``SOFT_MARGIN_RAD`` inwards), which clamps any
+command beyond them on execution; a path planned to the URDF limits would not be followed. So
+goals (and IK solutions) beyond the soft limits are refused (``kinematic_violation``, with the
+joint named in ``PathResult.reason``). A start between the soft and the URDF limits (where the
+robot may stand, e.g. moved by hand) is accepted: the path's first way-point is the start
+clamped into the soft limits (a move of at most the margin), checked free; a start beyond the
+URDF limits, or whose move into the soft limits collides, is ``blocked_start`` with the reason.
+
 Conservative model (``checker``, ``margins()``): a configuration that collides is never reported
 free. One whose true geometry keeps more than ``margins()["obstacle_*"]`` from every obstacle and
 more than ``margins()["self_collision"]`` between checked link pairs is always reported free; in
@@ -20,7 +29,7 @@ import time
 
 import numpy as np
 
-from twin import events
+from twin import events, safety
 from twin.planning import _validate as v
 from twin.planning import cells
 from twin.planning.collision import geometry
@@ -100,9 +109,13 @@ class Planner:
         self._tcp = self._default_tcp
         self._anchor_T_flange = self._robot.anchor_T("flange")
         self._field = self._make_field()
+        soft = safety.limits_for(model)
+        #: The soft joint limits (n,) rad every path keeps to (module doc).
+        self.lower, self.upper = soft.lower, soft.upper
         self._checker = CollisionChecker(
-            self._robot, self._field, s.motion_margin, model.lower, model.upper
+            self._robot, self._field, s.motion_margin, soft.lower, soft.upper
         )
+        self._urdf_checker: CollisionChecker | None = None  # the URDF limits: a start's entry
         self._obstacles: dict[str, Obstacle] = {}
         self._patches: dict = {}
         self._carried: CarriedObject | None = None
@@ -143,7 +156,18 @@ class Planner:
         flange_T_tcp = self._tcp.transform
         base_T_urdf_tcp = base_T_tcp @ np.linalg.solve(flange_T_tcp, self._flange_T_urdf_tcp)
         q = self.model.ik(base_T_urdf_tcp, ref)
-        return None if q is None else np.asarray(q, dtype=float)
+        if q is None:
+            return None
+        q = np.asarray(q, dtype=float)
+        # within the soft limits only (module doc); a joint beyond may have a wrap inside
+        for j in np.flatnonzero((q < self.lower) | (q > self.upper)):
+            for wrap in (q[j] - 2.0 * math.pi, q[j] + 2.0 * math.pi):
+                if self.lower[j] <= wrap <= self.upper[j]:
+                    q[j] = wrap
+                    break
+            else:
+                return None
+        return q
 
     def tcp_pose(self, configuration: object) -> np.ndarray:
         """Pose (4x4, base frame) of the current TCP at a configuration (n,) rad."""
@@ -184,11 +208,41 @@ class Planner:
     def _rebuild_field(self) -> None:
         self._field.rebuild([p for p in self._patches.values() if p is not None])
         self._roadmap = None
+        self._urdf_checker = None
 
     def _refresh_robot(self) -> None:
         """After the robot's collision model changed (tool, carried object, attachments)."""
         self._checker.refresh()
         self._roadmap = None
+        self._urdf_checker = None
+
+    def _beyond(self, q: np.ndarray, lower: np.ndarray, upper: np.ndarray, what: str) -> str:
+        """Words naming the first joint of ``q`` (n,) rad outside ``lower``/``upper`` (n,) rad
+        (``what`` names the limits), or "" when every joint is inside."""
+        for name, x, lo, hi in zip(self.model.joint_names, q.tolist(), lower, upper):
+            if not lo <= x <= hi:
+                return (
+                    f"joint {name!r} at {x:.4f} rad is outside its {what} [{lo:.4f}, {hi:.4f}] rad"
+                )
+        return ""
+
+    def _entry(self, start: np.ndarray) -> tuple[np.ndarray | None, str]:
+        """(The start clamped into the soft limits, or None, and the reason) for a start (n,)
+        rad outside them (module doc): None when it is beyond the URDF limits or the move from
+        it into the soft limits is not free (checked with the URDF limits)."""
+        urdf = self._beyond(start, self.model.lower, self.model.upper, "URDF limits")
+        if urdf:
+            return None, f"start: {urdf}"
+        entry = np.clip(start, self.lower, self.upper)
+        if self._urdf_checker is None:
+            s = self.settings
+            self._urdf_checker = CollisionChecker(
+                self._robot, self._field, s.motion_margin, self.model.lower, self.model.upper
+            )
+        if not self._urdf_checker.segment_free(start, entry):
+            soft = self._beyond(start, self.lower, self.upper, "soft limits")
+            return None, f"start: {soft}, and the move into them collides"
+        return entry, ""
 
     def prepare_roadmap(self) -> Roadmap | None:
         """The roadmap over the current obstacles and collision model (``search.roadmap``),
@@ -445,10 +499,10 @@ class Planner:
         checks0 = self._checker.checked
         stats: dict[str, float] = {}
 
-        def failed(error: PathError) -> PathResult:
+        def failed(error: PathError, reason: str = "") -> PathResult:
             stats["time_s"] = time.perf_counter() - t0 - stats.get("roadmap_build_s", 0.0)
             stats["checks"] = float(self._checker.checked - checks0)
-            return PathResult(error, None, self._tcp, (), stats)
+            return PathResult(error, None, self._tcp, (), stats, reason=reason)
 
         compliant = None
         c = request.max_carried_object_compression_distance
@@ -460,6 +514,15 @@ class Planner:
         }
         prefix: list[Waypoint] = []
         plan_start = start
+        beyond = self._beyond(start, self.lower, self.upper, "soft limits")
+        if beyond and initial_state.touch:  # a retract is linear: no joint move before it
+            return failed(PathError.BLOCKED_START, f"touch start: {beyond}")
+        if beyond:
+            entry, why = self._entry(start)
+            if entry is None:
+                return failed(PathError.BLOCKED_START, why)
+            plan_start = entry
+            prefix.append(Waypoint(entry, Movement.JOINT))
         if initial_state.touch:
             r = touch.retract(
                 self.model,
@@ -479,7 +542,7 @@ class Planner:
         if is_touch:
             lower, upper = self._checker.lower, self._checker.upper
             if not np.any(np.all((goals >= lower) & (goals <= upper), axis=1)):
-                return failed(PathError.KINEMATIC_VIOLATION)
+                return failed(PathError.KINEMATIC_VIOLATION, self._goals_beyond(goals))
             d = self._limit("touch_approach_distance_m", touch.APPROACH_DISTANCE)
             m = self.margins()
             longest = d + max(m["obstacle_point_cloud"], m["obstacle_mesh"]) + TOUCH_CLEARANCE
@@ -523,6 +586,10 @@ class Planner:
         if outcome.deadline_hit:
             stats["deadline_hit"] = 1.0
             stats["time_limit_s"] = float(limit)  # type: ignore[arg-type]
+        if outcome.error is PathError.KINEMATIC_VIOLATION:
+            return failed(outcome.error, self._goals_beyond(targets))
+        if outcome.error is PathError.BLOCKED_START and beyond:
+            return failed(outcome.error, "the start moved into the soft limits is blocked")
         if outcome.error is not None:
             return failed(outcome.error)
         goal_index = goal_ids[outcome.goal_index]  # type: ignore[index]
@@ -538,6 +605,11 @@ class Planner:
         stats["checks"] = float(self._checker.checked - checks0)
         stats["path_length"] = sum(math.dist(a, b) for a, b in itertools.pairwise(points))
         return PathResult(None, goal_index, self._tcp, tuple(waypoints), stats, is_touch)
+
+    def _goals_beyond(self, goals: np.ndarray) -> str:
+        """Words naming, for each goal (G, n) rad, the first joint beyond the soft limits."""
+        words = [self._beyond(g, self.lower, self.upper, "soft limits") for g in goals]
+        return "; ".join(f"goal {i}: {w}" for i, w in enumerate(words) if w)
 
     def _query_rng(
         self, start: np.ndarray, goals: np.ndarray, request: PathRequest

@@ -165,7 +165,8 @@ class PathResult:
     failure); ``tcp`` is the TCP at planning time; ``waypoints`` excludes the start and ends at the
     selected goal; ``stats`` holds diagnostics (collision checks, iterations, ``time_s``: the
     query's own time, without ``roadmap_build_s``, the one-off roadmap build it triggered);
-    ``ends_in_touch`` is True for a touch request's result (a path from it starts with a retract).
+    ``ends_in_touch`` is True for a touch request's result (a path from it starts with a retract);
+    ``reason``: on some failures, what was wrong in words (e.g. which joint is beyond its limit).
     """
 
     error: PathError | None
@@ -174,6 +175,7 @@ class PathResult:
     waypoints: tuple[Waypoint, ...] = ()
     stats: dict[str, float] = field(default_factory=dict)
     ends_in_touch: bool = False
+    reason: str = ""
 
     def path(self) -> list[Waypoint]:
         """The way-points, excluding the start and ending at the selected goal ([] on failure)."""
@@ -193,7 +195,8 @@ class PathResult:
 
     def __repr__(self) -> str:
         if self.error is not None:
-            return f"PathResult(error={self.error.value})"
+            why = f", reason={self.reason!r}" if self.reason else ""
+            return f"PathResult(error={self.error.value}{why})"
         return (
             f"PathResult(ok, selected_goal_idx={self.selected_goal_idx}, "
             f"{len(self.waypoints)} way-points)"

@@ -33,7 +33,7 @@ import numpy as np
 from twin.planning.collision.checker import CollisionChecker
 from twin.planning.requests import GoalPrioritization, PathError
 from twin.planning.search import smoothing
-from twin.planning.search.roadmap import Roadmap
+from twin.planning.search.roadmap import Roadmap, shortcut
 from twin.planning.search.rrt import rrt_connect
 
 
@@ -202,7 +202,13 @@ def _connect(
         tally.deadline_hit |= found.deadline_hit
         path = found.path
         tally.roadmap_paths += path is not None
-        if path is None and not found.deadline_hit:
+        if path is not None:  # the shortest on the graph: only its shortcuts (``roadmap``)
+            path = shortcut(checker, path)
+            if len(path) == 3:
+                path = smoothing.pull_via(checker, path)
+            path[0], path[-1] = start, goal
+            return path
+        if not found.deadline_hit:
             path = _via_path(checker, start, goal, rng, VIA_SPREADS[1:])
     if path is None:
         if tally.deadline_hit or params.past_deadline():
