@@ -27,6 +27,7 @@ env alternate too), with the 1-minute load average beside the vector figures.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import time
 
@@ -193,11 +194,23 @@ def timed(step, steps: int) -> tuple[float, float]:
 
 
 class VectorLoop:
-    """``n`` workers of ``gymnasium.make_vec`` (random actions, autoreset); ``step`` is one
-    vector step (``n`` env steps)."""
+    """``n`` environments in a vector env (random actions, autoreset); ``step`` is one vector step
+    (``n`` env steps). ``mode``: gymnasium's ``"sync"`` or ``"async"`` (``gymnasium.make_vec``,
+    one process per env for async), or ``"twin"``: ``TwinVectorEnv`` with ``workers`` processes
+    (the ids' ``vector_entry_point``), ``"twin+main"`` the same with the calling process as the
+    first worker (``in_main=True``: ``workers - 1`` processes)."""
 
-    def __init__(self, env_id: str, n: int, mode: str, seed: int) -> None:
-        self.envs = gym.make_vec(env_id, num_envs=n, vectorization_mode=mode)
+    def __init__(self, env_id: str, n: int, mode: str, seed: int, workers: int) -> None:
+        if mode.startswith("twin"):
+            self.envs = gym.make_vec(
+                env_id,
+                num_envs=n,
+                vectorization_mode="vector_entry_point",
+                num_workers=workers,
+                in_main=mode == "twin+main",
+            )
+        else:
+            self.envs = gym.make_vec(env_id, num_envs=n, vectorization_mode=mode)
         self.envs.reset(seed=seed)
         self.rng = np.random.default_rng(seed)
         self.n = n
@@ -208,16 +221,61 @@ class VectorLoop:
         self.envs.step(self.rng.uniform(-1.0, 1.0, (self.n, 6)).astype(np.float32))
 
     def worker_cpu_s(self) -> float:
-        """CPU time (s) the async workers have used so far (0 for sync: no workers)."""
-        ticks = 0
-        for process in getattr(self.envs, "processes", ()):
-            with open(f"/proc/{process.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-        return ticks / os.sysconf("SC_CLK_TCK")
+        """CPU time (s) the worker processes have used so far (0 for sync: no workers)."""
+        return sum(_process_cpu_s(p.pid) for p in getattr(self.envs, "processes", ()))
 
     def close(self) -> None:
         self.envs.close()
+
+
+def _process_cpu_s(pid: int) -> float:
+    """CPU time (s, user + system) of process ``pid`` so far (``/proc``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _independent_worker(env_id: str, seed: int, conn) -> None:
+    loop = EnvLoop(env_id, seed)
+    timed(loop.step, 3)
+    while (steps := conn.recv()) > 0:
+        c0 = time.process_time()
+        for _ in range(steps):
+            loop.step()
+        conn.send(time.process_time() - c0)
+    loop.close()
+
+
+class IndependentLoop:
+    """The machine's parallel capacity: ``n`` processes that share nothing, each stepping its own
+    env (``EnvLoop``) ``steps`` times at the same start; ``run`` gives all their steps per second
+    of wall time and their CPU time per step."""
+
+    def __init__(self, env_id: str, n: int, seed: int) -> None:
+        ctx = mp.get_context("fork")
+        self.conns, self.processes = [], []
+        for i in range(n):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_independent_worker, args=(env_id, seed + i, child), daemon=True)
+            p.start()
+            self.conns.append(parent)
+            self.processes.append(p)
+        self.run(1)
+
+    def run(self, steps: int) -> tuple[float, float]:
+        """(steps/s of all processes, wall time; CPU s per step) of ``steps`` steps each."""
+        w0 = time.perf_counter()
+        for conn in self.conns:
+            conn.send(steps)
+        cpu = sum(conn.recv() for conn in self.conns)
+        n = len(self.conns)
+        return n * steps / (time.perf_counter() - w0), cpu / (n * steps)
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.send(0)
+        for p in self.processes:
+            p.join(10.0)
 
 
 def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]:
@@ -268,47 +326,86 @@ def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]
     return rows
 
 
-def vector_rows(args, rounds: int, steps: int, vec_steps: int, figures: dict) -> list[tuple]:
-    """Each vector configuration against one env, alternating rounds in the same run."""
+#: (mode, environments, worker processes) of the vector table.
+VECTOR_CONFIGS = (
+    ("sync", 1, 0),
+    ("sync", 2, 0),
+    ("sync", 4, 0),
+    ("async", 1, 1),
+    ("async", 2, 2),
+    ("async", 4, 4),
+    ("twin", 1, 1),
+    ("twin", 2, 2),
+    ("twin", 4, 2),
+    ("twin", 4, 4),
+    ("twin+main", 2, 2),
+    ("twin+main", 4, 2),
+)
+
+
+def vector_rows(args, rounds: int, env_steps: int, figures: dict) -> list[tuple]:
+    """Each vector configuration against one env and against independent processes (as many as
+    the vector env has workers), in alternating rounds of ``env_steps`` env steps each."""
     rows = []
-    for mode in ("sync", "async"):
-        for n in (1, 2, 4):
-            single, vector = EnvLoop("twin/Reach-v0", args.seed), None
-            try:
-                vector = VectorLoop("twin/Reach-v0", n, mode, args.seed)
-                timed(single.step, 3)
-                load = os.getloadavg()[0]
-                one, many, one_cpu, main_cpu, worker_cpu = [], [], [], [], []
-                for _ in range(rounds):
-                    wall, cpu = timed(single.step, steps)
-                    one.append(wall)
-                    one_cpu.append(1.0 / cpu)
-                    w0 = vector.worker_cpu_s()
-                    wall, cpu = timed(vector.step, vec_steps)
-                    many.append(n * wall)
-                    main_cpu.append(1.0 / cpu / n)
-                    worker_cpu.append((vector.worker_cpu_s() - w0) / (n * vec_steps))
-            finally:
-                single.close()
-                if vector is not None:
-                    vector.close()
-            r, s = float(np.median(many)), float(np.median(one))
-            figures[f"{mode}_{n}_steps_per_s"] = round(r, 1)
-            figures[f"{mode}_{n}_over_one_env"] = round(r / s, 3)
-            figures[f"{mode}_{n}_load_average_1min"] = round(load, 2)
-            cpu_ms = [1e3 * float(np.median(x)) for x in (one_cpu, main_cpu, worker_cpu)]
-            figures[f"{mode}_{n}_cpu_ms_per_step_one_main_workers"] = [round(c, 3) for c in cpu_ms]
-            rows.append(
-                (mode, n, f"{r:.1f}", f"{s:.1f}", f"{r / s:.2f}", f"{load:.1f}")
-                + tuple(f"{c:.2f}" for c in cpu_ms)
+    for mode, n, workers in VECTOR_CONFIGS:
+        single = EnvLoop("twin/Reach-v0", args.seed)
+        vector = anchor = None
+        try:
+            vector = VectorLoop("twin/Reach-v0", n, mode, args.seed, workers)
+            anchor = IndependentLoop("twin/Reach-v0", max(workers, 1), args.seed)
+            timed(single.step, 3)
+            loads = []
+            one, many, apart, one_cpu, main_cpu, worker_cpu, apart_cpu = ([] for _ in range(7))
+            for _ in range(rounds):
+                loads.append(os.getloadavg()[0])
+                wall, cpu = timed(single.step, env_steps)
+                one.append(wall)
+                one_cpu.append(1.0 / cpu)
+                w0 = vector.worker_cpu_s()
+                vec_steps = max(1, env_steps // n)
+                wall, cpu = timed(vector.step, vec_steps)
+                many.append(n * wall)
+                main_cpu.append(1.0 / cpu / n)
+                worker_cpu.append((vector.worker_cpu_s() - w0) / (n * vec_steps))
+                wall, cpu_per_step = anchor.run(max(1, env_steps // max(workers, 1)))
+                apart.append(wall)
+                apart_cpu.append(cpu_per_step)
+        finally:
+            for loop in (single, vector, anchor):
+                if loop is not None:
+                    loop.close()
+        r, s, a = (float(np.median(x)) for x in (many, one, apart))
+        load = float(np.median(loads))
+        key = f"{mode}_{n}" if mode in ("sync", "async") else f"{mode}_{n}_envs_{workers}_workers"
+        key = key.replace("+", "_")
+        figures[f"{key}_steps_per_s"] = round(r, 1)
+        figures[f"{key}_over_one_env"] = round(r / s, 3)
+        figures[f"{key}_independent_processes_over_one_env"] = round(a / s, 3)
+        figures[f"{key}_load_average_1min"] = round(load, 2)
+        cpu_ms = [1e3 * float(np.median(x)) for x in (one_cpu, main_cpu, worker_cpu, apart_cpu)]
+        figures[f"{key}_cpu_ms_per_step_one_main_workers_independent"] = [
+            round(c, 3) for c in cpu_ms
+        ]
+        rows.append(
+            (
+                mode,
+                n,
+                workers,
+                f"{r:.1f}",
+                f"{s:.1f}",
+                f"{r / s:.2f}",
+                f"{a / s:.2f}",
+                f"{load:.1f}",
             )
+            + tuple(f"{c:.2f}" for c in cpu_ms)
+        )
     return rows
 
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     rounds, steps = (2, 20) if args.quick else (5, 100)
-    vec_rounds, vec_steps = (2, 10) if args.quick else (4, 40)
+    vec_rounds, vec_steps = (2, 40) if args.quick else (6, 200)
     load_before = os.getloadavg()
     figures: dict = {}
     rows = single_env_rows(args, rounds, steps, figures)
@@ -328,20 +425,24 @@ def main() -> None:
         rows,
     )
     print("target: env/bare cost <= 1.5")
-    vec = vector_rows(args, vec_rounds, vec_steps // 2, vec_steps, figures)
+    vec = vector_rows(args, vec_rounds, vec_steps, figures)
     print_table(
-        f"twin/Reach-v0 vector envs against one env in alternating rounds (median of "
-        f"{vec_rounds} rounds of {vec_steps} vector steps; all workers' steps/s)",
+        f"twin/Reach-v0 vector envs against one env and against as many independent processes "
+        f"as workers, in alternating rounds (median of {vec_rounds} rounds of {vec_steps} env "
+        f"steps each; steps/s of all envs)",
         (
             "mode",
+            "envs",
             "workers",
             "steps/s",
             "one env steps/s",
             "x one env",
+            "independent x one env",
             "load (1 min)",
             "CPU ms/step: one env",
             "main",
             "workers",
+            "independent",
         ),
         vec,
     )
@@ -353,7 +454,10 @@ def main() -> None:
     print(
         f"\nmachine: {os.cpu_count()} cores, load average (1 min) {load_before[0]:.1f} before, "
         f"{os.getloadavg()[0]:.1f} after; async 2 workers / one env = "
-        f"{figures['async_2_over_one_env']:.2f} (target >= 1.7 on an idle 2-core machine)"
+        f"{figures['async_2_over_one_env']:.2f}, twin 2 workers / one env = "
+        f"{figures['twin_2_envs_2_workers_over_one_env']:.2f} (target >= 1.7 on an idle 2-core "
+        f"machine; independent processes: "
+        f"{figures['twin_2_envs_2_workers_independent_processes_over_one_env']:.2f})"
     )
     emit_json("bench_env", figures)
 
