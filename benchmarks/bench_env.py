@@ -284,7 +284,7 @@ def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]
     rows = []
     for env_id, table, sim_options in (
         ("twin/Reach-v0", False, {"sensors": False}),
-        ("twin/Press-v0", True, {"scene": "table"}),
+        ("twin/Press-v0", True, {"scene": "table", "sensors": ("ft",)}),  # as PressEnv's
     ):
         loops = {
             "env": EnvLoop(env_id, args.seed),
