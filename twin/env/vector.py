@@ -467,6 +467,5 @@ class _EnvFn:
         self.env_id, self.kwargs = env_id, dict(kwargs)
 
     def __call__(self) -> gym.Env:
-        import twin  # noqa: F401  (registers the ids in a spawned worker)
-
+        # (in a spawned worker, unpickling this imports the package ``twin``: the ids register)
         return gym.make(self.env_id, **self.kwargs)
