@@ -7,7 +7,12 @@ what the env's physics does: 40 physics steps, each with one ``getJointStates`` 
 joints, the PD law in numpy (the env's gains, clamped to the effort limits) and
 ``setJointMotorControlArray`` in torque control, the joint target moved by a random action; a
 reset (``resetJointState``) every 100 steps as the env's time limit. Press's anchor also has the
-table top the tool presses on (a static box from the ``table`` scene).
+table top the tool presses on (a static box from the ``table`` scene), starts where Press starts
+(the task's start above the contact point of the env's first episode: the tool pushed into the
+table by random actions makes the contacts the env's physics solves) and has PyBullet's reaction
+of the F/T joint switched on (``enableJointForceTorqueSensor``: the physics' own computation the
+F/T model reads, not the model). The previous Press anchor (start at ``START_Q``, no joint
+reaction) is still measured, as ``press_cost_over_physics_start_q_no_ft_joint``.
 
 Also in the same rounds: the env's robot alone (``open_robot("sim")`` with the env's sim
 options, one PD command and the policy period's 8 control steps per env step), which splits the
@@ -52,7 +57,14 @@ EPISODE_STEPS = 100
 class BareLoop:
     """The anchor (module doc): the env's physics with no robot, task or env around it."""
 
-    def __init__(self, model: ArmModel, table: bool, seed: int) -> None:
+    def __init__(
+        self,
+        model: ArmModel,
+        table: bool,
+        seed: int,
+        start_q: np.ndarray = START_Q,
+        ft_joint: bool = False,
+    ) -> None:
         self.cid = pb.connect(pb.DIRECT)
         cid = self.cid
         pb.setPhysicsEngineParameter(
@@ -94,6 +106,11 @@ class BareLoop:
                 pb.GEOM_BOX, halfExtents=(np.asarray(top.dims) / 2).tolist(), physicsClientId=cid
             )
             pb.createMultiBody(0.0, col, -1, list(top.pose[:3]), physicsClientId=cid)
+        if ft_joint:
+            pb.enableJointForceTorqueSensor(
+                self.body, names["ft_sensor_joint"], True, physicsClientId=cid
+            )
+        self.start_q = np.asarray(start_q, float)
         self.effort = np.asarray(model.effort_limits, float)
         self.lower, self.upper = model.lower, model.upper
         self.rng = np.random.default_rng(seed)
@@ -101,9 +118,9 @@ class BareLoop:
         self.reset()
 
     def reset(self) -> None:
-        for j, q in zip(self.joints, START_Q):
+        for j, q in zip(self.joints, self.start_q):
             pb.resetJointState(self.body, j, float(q), 0.0, physicsClientId=self.cid)
-        self.q_des = START_Q.copy()
+        self.q_des = self.start_q.copy()
 
     def step(self) -> None:
         """One env step's worth of physics: 40 physics steps under the PD law."""
@@ -160,13 +177,14 @@ class RobotLoop:
     step one PD command to ``q + ACTION_SCALE_RAD a`` and the policy period's control steps,
     no task and no env (splits the env's cost into the robot's and its own)."""
 
-    def __init__(self, sim_options: dict, seed: int) -> None:
+    def __init__(self, sim_options: dict, seed: int, start_q: np.ndarray = START_Q) -> None:
         self.robot = open_robot("sim", sim_options=sim_options)
+        self.start_q = np.asarray(start_q, float)
         self.lower, self.upper = self.robot.model.lower, self.robot.model.upper
         self.decimation = round(1.0 / (POLICY_RATE_HZ * self.robot.control_period_s))
         self.rng = np.random.default_rng(seed)
         self.n = 0
-        self.robot.reset(q=START_Q)
+        self.robot.reset(q=self.start_q)
 
     def step(self) -> None:
         a = self.rng.uniform(-1.0, 1.0, 6)
@@ -176,7 +194,7 @@ class RobotLoop:
             self.robot.step()
         self.n += 1
         if self.n % EPISODE_STEPS == 0:
-            self.robot.reset(q=START_Q)
+            self.robot.reset(q=self.start_q)
 
     def close(self) -> None:
         self.robot.close()
@@ -286,11 +304,14 @@ def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]
         ("twin/Reach-v0", False, {"sensors": False}),
         ("twin/Press-v0", True, {"scene": "table", "sensors": ("ft",)}),  # as PressEnv's
     ):
-        loops = {
-            "env": EnvLoop(env_id, args.seed),
-            "robot": RobotLoop(sim_options, args.seed),
-            "bare": BareLoop(model, table, args.seed),
-        }
+        env = EnvLoop(env_id, args.seed)
+        start = env.env.unwrapped.task.start_q if table else START_Q
+        loops = {"env": env, "robot": RobotLoop(sim_options, args.seed, start)}
+        if table:  # Press: its start, the F/T joint's reaction (module doc); and the old anchor
+            loops["bare"] = BareLoop(model, table, args.seed, start_q=start, ft_joint=True)
+            loops["bare_start_q"] = BareLoop(model, table, args.seed)
+        else:
+            loops["bare"] = BareLoop(model, table, args.seed)
         rates: dict[str, list] = {k: [] for k in loops}
         try:
             for loop in loops.values():
@@ -311,6 +332,10 @@ def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]
         figures[f"{name}_cost_over_physics_wall"] = round(wall["bare"] / wall["env"], 3)
         figures[f"{name}_robot_cost_over_physics"] = round(cpu["bare"] / cpu["robot"], 3)
         figures[f"{name}_env_cost_over_robot"] = round(cpu["robot"] / cpu["env"], 3)
+        if "bare_start_q" in cpu:
+            figures[f"{name}_cost_over_physics_start_q_no_ft_joint"] = round(
+                cpu["bare_start_q"] / cpu["env"], 3
+            )
         rows.append(
             (
                 env_id,
