@@ -7,7 +7,12 @@ what the env's physics does: 40 physics steps, each with one ``getJointStates`` 
 joints, the PD law in numpy (the env's gains, clamped to the effort limits) and
 ``setJointMotorControlArray`` in torque control, the joint target moved by a random action; a
 reset (``resetJointState``) every 100 steps as the env's time limit. Press's anchor also has the
-table top the tool presses on (a static box from the ``table`` scene).
+table top the tool presses on (a static box from the ``table`` scene), starts where Press starts
+(the task's start above the contact point of the env's first episode: the tool pushed into the
+table by random actions makes the contacts the env's physics solves) and has PyBullet's reaction
+of the F/T joint switched on (``enableJointForceTorqueSensor``: the physics' own computation the
+F/T model reads, not the model). The previous Press anchor (start at ``START_Q``, no joint
+reaction) is still measured, as ``press_cost_over_physics_start_q_no_ft_joint``.
 
 Also in the same rounds: the env's robot alone (``open_robot("sim")`` with the env's sim
 options, one PD command and the policy period's 8 control steps per env step), which splits the
@@ -27,6 +32,7 @@ env alternate too), with the 1-minute load average beside the vector figures.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import time
 
@@ -51,7 +57,14 @@ EPISODE_STEPS = 100
 class BareLoop:
     """The anchor (module doc): the env's physics with no robot, task or env around it."""
 
-    def __init__(self, model: ArmModel, table: bool, seed: int) -> None:
+    def __init__(
+        self,
+        model: ArmModel,
+        table: bool,
+        seed: int,
+        start_q: np.ndarray = START_Q,
+        ft_joint: bool = False,
+    ) -> None:
         self.cid = pb.connect(pb.DIRECT)
         cid = self.cid
         pb.setPhysicsEngineParameter(
@@ -93,6 +106,11 @@ class BareLoop:
                 pb.GEOM_BOX, halfExtents=(np.asarray(top.dims) / 2).tolist(), physicsClientId=cid
             )
             pb.createMultiBody(0.0, col, -1, list(top.pose[:3]), physicsClientId=cid)
+        if ft_joint:
+            pb.enableJointForceTorqueSensor(
+                self.body, names["ft_sensor_joint"], True, physicsClientId=cid
+            )
+        self.start_q = np.asarray(start_q, float)
         self.effort = np.asarray(model.effort_limits, float)
         self.lower, self.upper = model.lower, model.upper
         self.rng = np.random.default_rng(seed)
@@ -100,9 +118,9 @@ class BareLoop:
         self.reset()
 
     def reset(self) -> None:
-        for j, q in zip(self.joints, START_Q):
+        for j, q in zip(self.joints, self.start_q):
             pb.resetJointState(self.body, j, float(q), 0.0, physicsClientId=self.cid)
-        self.q_des = START_Q.copy()
+        self.q_des = self.start_q.copy()
 
     def step(self) -> None:
         """One env step's worth of physics: 40 physics steps under the PD law."""
@@ -159,13 +177,14 @@ class RobotLoop:
     step one PD command to ``q + ACTION_SCALE_RAD a`` and the policy period's control steps,
     no task and no env (splits the env's cost into the robot's and its own)."""
 
-    def __init__(self, sim_options: dict, seed: int) -> None:
+    def __init__(self, sim_options: dict, seed: int, start_q: np.ndarray = START_Q) -> None:
         self.robot = open_robot("sim", sim_options=sim_options)
+        self.start_q = np.asarray(start_q, float)
         self.lower, self.upper = self.robot.model.lower, self.robot.model.upper
         self.decimation = round(1.0 / (POLICY_RATE_HZ * self.robot.control_period_s))
         self.rng = np.random.default_rng(seed)
         self.n = 0
-        self.robot.reset(q=START_Q)
+        self.robot.reset(q=self.start_q)
 
     def step(self) -> None:
         a = self.rng.uniform(-1.0, 1.0, 6)
@@ -175,7 +194,7 @@ class RobotLoop:
             self.robot.step()
         self.n += 1
         if self.n % EPISODE_STEPS == 0:
-            self.robot.reset(q=START_Q)
+            self.robot.reset(q=self.start_q)
 
     def close(self) -> None:
         self.robot.close()
@@ -193,11 +212,23 @@ def timed(step, steps: int) -> tuple[float, float]:
 
 
 class VectorLoop:
-    """``n`` workers of ``gymnasium.make_vec`` (random actions, autoreset); ``step`` is one
-    vector step (``n`` env steps)."""
+    """``n`` environments in a vector env (random actions, autoreset); ``step`` is one vector step
+    (``n`` env steps). ``mode``: gymnasium's ``"sync"`` or ``"async"`` (``gymnasium.make_vec``,
+    one process per env for async), or ``"twin"``: ``TwinVectorEnv`` with ``workers`` processes
+    (the ids' ``vector_entry_point``), ``"twin+main"`` the same with the calling process as the
+    first worker (``in_main=True``: ``workers - 1`` processes)."""
 
-    def __init__(self, env_id: str, n: int, mode: str, seed: int) -> None:
-        self.envs = gym.make_vec(env_id, num_envs=n, vectorization_mode=mode)
+    def __init__(self, env_id: str, n: int, mode: str, seed: int, workers: int) -> None:
+        if mode.startswith("twin"):
+            self.envs = gym.make_vec(
+                env_id,
+                num_envs=n,
+                vectorization_mode="vector_entry_point",
+                num_workers=workers,
+                in_main=mode == "twin+main",
+            )
+        else:
+            self.envs = gym.make_vec(env_id, num_envs=n, vectorization_mode=mode)
         self.envs.reset(seed=seed)
         self.rng = np.random.default_rng(seed)
         self.n = n
@@ -208,16 +239,61 @@ class VectorLoop:
         self.envs.step(self.rng.uniform(-1.0, 1.0, (self.n, 6)).astype(np.float32))
 
     def worker_cpu_s(self) -> float:
-        """CPU time (s) the async workers have used so far (0 for sync: no workers)."""
-        ticks = 0
-        for process in getattr(self.envs, "processes", ()):
-            with open(f"/proc/{process.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-        return ticks / os.sysconf("SC_CLK_TCK")
+        """CPU time (s) the worker processes have used so far (0 for sync: no workers)."""
+        return sum(_process_cpu_s(p.pid) for p in getattr(self.envs, "processes", ()))
 
     def close(self) -> None:
         self.envs.close()
+
+
+def _process_cpu_s(pid: int) -> float:
+    """CPU time (s, user + system) of process ``pid`` so far (``/proc``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _independent_worker(env_id: str, seed: int, conn) -> None:
+    loop = EnvLoop(env_id, seed)
+    timed(loop.step, 3)
+    while (steps := conn.recv()) > 0:
+        c0 = time.process_time()
+        for _ in range(steps):
+            loop.step()
+        conn.send(time.process_time() - c0)
+    loop.close()
+
+
+class IndependentLoop:
+    """The machine's parallel capacity: ``n`` processes that share nothing, each stepping its own
+    env (``EnvLoop``) ``steps`` times at the same start; ``run`` gives all their steps per second
+    of wall time and their CPU time per step."""
+
+    def __init__(self, env_id: str, n: int, seed: int) -> None:
+        ctx = mp.get_context("fork")
+        self.conns, self.processes = [], []
+        for i in range(n):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_independent_worker, args=(env_id, seed + i, child), daemon=True)
+            p.start()
+            self.conns.append(parent)
+            self.processes.append(p)
+        self.run(1)
+
+    def run(self, steps: int) -> tuple[float, float]:
+        """(steps/s of all processes, wall time; CPU s per step) of ``steps`` steps each."""
+        w0 = time.perf_counter()
+        for conn in self.conns:
+            conn.send(steps)
+        cpu = sum(conn.recv() for conn in self.conns)
+        n = len(self.conns)
+        return n * steps / (time.perf_counter() - w0), cpu / (n * steps)
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.send(0)
+        for p in self.processes:
+            p.join(10.0)
 
 
 def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]:
@@ -226,13 +302,16 @@ def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]
     rows = []
     for env_id, table, sim_options in (
         ("twin/Reach-v0", False, {"sensors": False}),
-        ("twin/Press-v0", True, {"scene": "table"}),
+        ("twin/Press-v0", True, {"scene": "table", "sensors": ("ft",)}),  # as PressEnv's
     ):
-        loops = {
-            "env": EnvLoop(env_id, args.seed),
-            "robot": RobotLoop(sim_options, args.seed),
-            "bare": BareLoop(model, table, args.seed),
-        }
+        env = EnvLoop(env_id, args.seed)
+        start = env.env.unwrapped.task.start_q if table else START_Q
+        loops = {"env": env, "robot": RobotLoop(sim_options, args.seed, start)}
+        if table:  # Press: its start, the F/T joint's reaction (module doc); and the old anchor
+            loops["bare"] = BareLoop(model, table, args.seed, start_q=start, ft_joint=True)
+            loops["bare_start_q"] = BareLoop(model, table, args.seed)
+        else:
+            loops["bare"] = BareLoop(model, table, args.seed)
         rates: dict[str, list] = {k: [] for k in loops}
         try:
             for loop in loops.values():
@@ -253,6 +332,10 @@ def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]
         figures[f"{name}_cost_over_physics_wall"] = round(wall["bare"] / wall["env"], 3)
         figures[f"{name}_robot_cost_over_physics"] = round(cpu["bare"] / cpu["robot"], 3)
         figures[f"{name}_env_cost_over_robot"] = round(cpu["robot"] / cpu["env"], 3)
+        if "bare_start_q" in cpu:
+            figures[f"{name}_cost_over_physics_start_q_no_ft_joint"] = round(
+                cpu["bare_start_q"] / cpu["env"], 3
+            )
         rows.append(
             (
                 env_id,
@@ -268,47 +351,86 @@ def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]
     return rows
 
 
-def vector_rows(args, rounds: int, steps: int, vec_steps: int, figures: dict) -> list[tuple]:
-    """Each vector configuration against one env, alternating rounds in the same run."""
+#: (mode, environments, worker processes) of the vector table.
+VECTOR_CONFIGS = (
+    ("sync", 1, 0),
+    ("sync", 2, 0),
+    ("sync", 4, 0),
+    ("async", 1, 1),
+    ("async", 2, 2),
+    ("async", 4, 4),
+    ("twin", 1, 1),
+    ("twin", 2, 2),
+    ("twin", 4, 2),
+    ("twin", 4, 4),
+    ("twin+main", 2, 2),
+    ("twin+main", 4, 2),
+)
+
+
+def vector_rows(args, rounds: int, env_steps: int, figures: dict) -> list[tuple]:
+    """Each vector configuration against one env and against independent processes (as many as
+    the vector env has workers), in alternating rounds of ``env_steps`` env steps each."""
     rows = []
-    for mode in ("sync", "async"):
-        for n in (1, 2, 4):
-            single, vector = EnvLoop("twin/Reach-v0", args.seed), None
-            try:
-                vector = VectorLoop("twin/Reach-v0", n, mode, args.seed)
-                timed(single.step, 3)
-                load = os.getloadavg()[0]
-                one, many, one_cpu, main_cpu, worker_cpu = [], [], [], [], []
-                for _ in range(rounds):
-                    wall, cpu = timed(single.step, steps)
-                    one.append(wall)
-                    one_cpu.append(1.0 / cpu)
-                    w0 = vector.worker_cpu_s()
-                    wall, cpu = timed(vector.step, vec_steps)
-                    many.append(n * wall)
-                    main_cpu.append(1.0 / cpu / n)
-                    worker_cpu.append((vector.worker_cpu_s() - w0) / (n * vec_steps))
-            finally:
-                single.close()
-                if vector is not None:
-                    vector.close()
-            r, s = float(np.median(many)), float(np.median(one))
-            figures[f"{mode}_{n}_steps_per_s"] = round(r, 1)
-            figures[f"{mode}_{n}_over_one_env"] = round(r / s, 3)
-            figures[f"{mode}_{n}_load_average_1min"] = round(load, 2)
-            cpu_ms = [1e3 * float(np.median(x)) for x in (one_cpu, main_cpu, worker_cpu)]
-            figures[f"{mode}_{n}_cpu_ms_per_step_one_main_workers"] = [round(c, 3) for c in cpu_ms]
-            rows.append(
-                (mode, n, f"{r:.1f}", f"{s:.1f}", f"{r / s:.2f}", f"{load:.1f}")
-                + tuple(f"{c:.2f}" for c in cpu_ms)
+    for mode, n, workers in VECTOR_CONFIGS:
+        single = EnvLoop("twin/Reach-v0", args.seed)
+        vector = anchor = None
+        try:
+            vector = VectorLoop("twin/Reach-v0", n, mode, args.seed, workers)
+            anchor = IndependentLoop("twin/Reach-v0", max(workers, 1), args.seed)
+            timed(single.step, 3)
+            loads = []
+            one, many, apart, one_cpu, main_cpu, worker_cpu, apart_cpu = ([] for _ in range(7))
+            for _ in range(rounds):
+                loads.append(os.getloadavg()[0])
+                wall, cpu = timed(single.step, env_steps)
+                one.append(wall)
+                one_cpu.append(1.0 / cpu)
+                w0 = vector.worker_cpu_s()
+                vec_steps = max(1, env_steps // n)
+                wall, cpu = timed(vector.step, vec_steps)
+                many.append(n * wall)
+                main_cpu.append(1.0 / cpu / n)
+                worker_cpu.append((vector.worker_cpu_s() - w0) / (n * vec_steps))
+                wall, cpu_per_step = anchor.run(max(1, env_steps // max(workers, 1)))
+                apart.append(wall)
+                apart_cpu.append(cpu_per_step)
+        finally:
+            for loop in (single, vector, anchor):
+                if loop is not None:
+                    loop.close()
+        r, s, a = (float(np.median(x)) for x in (many, one, apart))
+        load = float(np.median(loads))
+        key = f"{mode}_{n}" if mode in ("sync", "async") else f"{mode}_{n}_envs_{workers}_workers"
+        key = key.replace("+", "_")
+        figures[f"{key}_steps_per_s"] = round(r, 1)
+        figures[f"{key}_over_one_env"] = round(r / s, 3)
+        figures[f"{key}_independent_processes_over_one_env"] = round(a / s, 3)
+        figures[f"{key}_load_average_1min"] = round(load, 2)
+        cpu_ms = [1e3 * float(np.median(x)) for x in (one_cpu, main_cpu, worker_cpu, apart_cpu)]
+        figures[f"{key}_cpu_ms_per_step_one_main_workers_independent"] = [
+            round(c, 3) for c in cpu_ms
+        ]
+        rows.append(
+            (
+                mode,
+                n,
+                workers,
+                f"{r:.1f}",
+                f"{s:.1f}",
+                f"{r / s:.2f}",
+                f"{a / s:.2f}",
+                f"{load:.1f}",
             )
+            + tuple(f"{c:.2f}" for c in cpu_ms)
+        )
     return rows
 
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     rounds, steps = (2, 20) if args.quick else (5, 100)
-    vec_rounds, vec_steps = (2, 10) if args.quick else (4, 40)
+    vec_rounds, vec_steps = (2, 40) if args.quick else (6, 200)
     load_before = os.getloadavg()
     figures: dict = {}
     rows = single_env_rows(args, rounds, steps, figures)
@@ -328,20 +450,24 @@ def main() -> None:
         rows,
     )
     print("target: env/bare cost <= 1.5")
-    vec = vector_rows(args, vec_rounds, vec_steps // 2, vec_steps, figures)
+    vec = vector_rows(args, vec_rounds, vec_steps, figures)
     print_table(
-        f"twin/Reach-v0 vector envs against one env in alternating rounds (median of "
-        f"{vec_rounds} rounds of {vec_steps} vector steps; all workers' steps/s)",
+        f"twin/Reach-v0 vector envs against one env and against as many independent processes "
+        f"as workers, in alternating rounds (median of {vec_rounds} rounds of {vec_steps} env "
+        f"steps each; steps/s of all envs)",
         (
             "mode",
+            "envs",
             "workers",
             "steps/s",
             "one env steps/s",
             "x one env",
+            "independent x one env",
             "load (1 min)",
             "CPU ms/step: one env",
             "main",
             "workers",
+            "independent",
         ),
         vec,
     )
@@ -353,7 +479,10 @@ def main() -> None:
     print(
         f"\nmachine: {os.cpu_count()} cores, load average (1 min) {load_before[0]:.1f} before, "
         f"{os.getloadavg()[0]:.1f} after; async 2 workers / one env = "
-        f"{figures['async_2_over_one_env']:.2f} (target >= 1.7 on an idle 2-core machine)"
+        f"{figures['async_2_over_one_env']:.2f}, twin 2 workers / one env = "
+        f"{figures['twin_2_envs_2_workers_over_one_env']:.2f} (target >= 1.7 on an idle 2-core "
+        f"machine; independent processes: "
+        f"{figures['twin_2_envs_2_workers_independent_processes_over_one_env']:.2f})"
     )
     emit_json("bench_env", figures)
 

@@ -13,7 +13,10 @@ Sensors: ``sim.ft_sensor`` on ``ft_sensor_joint`` and ``sim.imu`` on the ``imu``
 every physics step, with one generator seeded from ``seed`` (no global random state), so the same
 seed and commands give bit-identical states, in one process or across processes.
 ``sensors=False`` runs neither model (for learning tasks that observe only the joints): the same
-joint trajectory, with ``wrench`` and ``imu`` always ``None`` and less work per physics step.
+joint trajectory, with ``wrench`` and ``imu`` always ``None`` and less work per physics step;
+``sensors={"ft"}`` (or ``{"imu"}``) runs only that one (the other reads ``None``). Leaving a
+model out changes nothing in the others' numbers when no sensor noise is configured (with
+noise the models draw from the same generator, so the draws shift).
 
 Following: ``follow(q, qd, t_us)`` teleports the arm to a measured joint state and returns what
 ideal sensors would read there (``sim.follow``); the live twin (``twin.shadow``) drives it.
@@ -33,6 +36,7 @@ configuration (PyBullet's inverse dynamics) as ``tau_ff``.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -128,7 +132,7 @@ class PyBulletRobot(Robot):
         hold_kp: np.ndarray = HOLD_KP,
         hold_kd: np.ndarray = HOLD_KD,
         joint_limits: bool = True,
-        sensors: bool = True,
+        sensors: bool | Collection[str] = True,
     ) -> None:
         self.model = model if model is not None else ArmModel.default()
         self.limits_enforced = bool(joint_limits)
@@ -149,8 +153,13 @@ class PyBulletRobot(Robot):
         try:
             self._build(ft, imu, scene, joint_damping, joint_friction)
             self._watchdog_s = watchdog_s
-            if not sensors:  # the step loop feeds models that do nothing
-                self._ft, self._imu = _NoFtModel(self._ft.period_us), _NoImuModel()
+            enabled = _sensor_names(
+                sensors
+            )  # the step loop feeds the others models that do nothing
+            if "ft" not in enabled:
+                self._ft = _NoFtModel(self._ft.period_us)
+            if "imu" not in enabled:
+                self._imu = _NoImuModel()
             self.reset(initial_q)
             if payload is not None:
                 self.attach_payload(payload.mass, payload.com, payload.radius)
@@ -464,7 +473,8 @@ class PyBulletRobot(Robot):
 
 
 class _NoFtModel:
-    """The F/T model of a robot made with ``sensors=False``: takes nothing, has no sample."""
+    """The F/T model of a robot made without ``"ft"`` in ``sensors``: takes nothing, has no
+    sample."""
 
     latest = None
 
@@ -479,7 +489,8 @@ class _NoFtModel:
 
 
 class _NoImuModel:
-    """The IMU model of a robot made with ``sensors=False``: never due, has no sample."""
+    """The IMU model of a robot made without ``"imu"`` in ``sensors``: never due, has no
+    sample."""
 
     latest = None
     dt_us = 0
@@ -490,6 +501,21 @@ class _NoImuModel:
 
     def observe(self, t_us: int, link_state) -> None:
         pass
+
+
+#: The sensor models a robot can run (``sensors=``).
+SENSOR_NAMES = ("ft", "imu")
+
+
+def _sensor_names(sensors: bool | Collection[str]) -> frozenset[str]:
+    if sensors is True or sensors is False:
+        return frozenset(SENSOR_NAMES if sensors else ())
+    names = frozenset([sensors] if isinstance(sensors, str) else sensors)
+    if not names <= set(SENSOR_NAMES):
+        raise ValueError(
+            f"sensors must be True, False or a collection of {SENSOR_NAMES}, got {sensors!r}"
+        )
+    return names
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

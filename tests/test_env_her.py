@@ -1,5 +1,5 @@
 """Hindsight experience replay on the goal-conditioned form: a short stable-baselines3 SAC run
-with ``HerReplayBuffer`` (the ``train`` extra; skipped without stable-baselines3)."""
+with ``HerReplayBuffer`` (in the ``test`` and ``train`` extras; skipped without stable-baselines3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The sim's additions the environments use: ``sensors=False``, randomisation setters, markers."""
+"""The sim's additions the environments use: ``sensors=False`` (or one model), randomisation
+setters, markers."""
 
 from __future__ import annotations
 
@@ -28,6 +29,41 @@ def test_sensorless_robot_has_the_same_joint_trajectory_and_no_samples():
         assert bare.read().wrench is None and bare.read().imu is None
         assert bare.read().t_us == full.read().t_us == 60 * 5000
     np.testing.assert_array_equal(a, b)  # bit for bit
+
+
+def test_one_sensor_model_alone_reads_as_with_both():
+    """``sensors={"ft"}`` / ``{"imu"}``: that model's samples are those of a robot running both
+    (no noise configured), the other reads ``None``; the joints are unchanged. (31 F/T samples
+    in 30 control periods: one at the first physics step after the reset, then one per 5 ms.)"""
+    with (
+        sim.PyBulletRobot(seed=2) as both,
+        sim.PyBulletRobot(seed=2, sensors=("ft",)) as ft,
+        sim.PyBulletRobot(seed=2, sensors="imu") as imu,
+    ):
+        trajectories = [_trajectory(r, 30) for r in (both, ft, imu)]
+        full, ft_only, imu_only = (r.read() for r in (both, ft, imu))
+        assert ft_only.imu is None and imu_only.wrench is None
+        assert ft_only.wrench.t_us == full.wrench.t_us == 30 * 5000
+        np.testing.assert_array_equal(ft_only.wrench.wrench, full.wrench.wrench)
+        np.testing.assert_array_equal(imu_only.imu.specific_force, full.imu.specific_force)
+        np.testing.assert_array_equal(imu_only.imu.angular_rate, full.imu.angular_rate)
+        assert len(ft.wrench_samples().samples) == len(both.wrench_samples().samples) == 31
+    np.testing.assert_array_equal(trajectories[0], trajectories[1])
+    np.testing.assert_array_equal(trajectories[0], trajectories[2])
+    with pytest.raises(
+        ValueError, match=r"sensors must be True, False or a collection of \('ft', 'imu'\)"
+    ):
+        sim.PyBulletRobot(sensors=("ft", "gps"))
+
+
+def test_press_env_runs_the_ft_model_only():
+    import gymnasium as gym
+
+    with gym.make("twin/Press-v0") as env:
+        env.reset(seed=0)
+        env.step(np.zeros(6, np.float32))
+        state = env.unwrapped.robot.read()
+        assert state.wrench is not None and state.imu is None
 
 
 def test_joint_dynamics_and_mass_scales_change_the_motion_and_are_validated():

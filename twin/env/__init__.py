@@ -17,6 +17,8 @@ Both: actions (6,) in [-1, 1], joint-target deltas of up to 0.25 rad held by the
 ``human`` the PyBullet GUI (``rgb_array`` with a warning when there is no display). Observation
 spaces are bounded (``features.observation_bounds``). ``randomize=True`` turns on domain
 randomisation (``randomization.py``); ``env.compute_reward`` of the goal forms is vectorised.
+``gymnasium.make_vec(id, num_envs)`` builds ``vector.TwinVectorEnv`` (worker processes stepping
+blocks of envs through shared memory; gymnasium's ``"sync"`` and ``"async"`` modes work too).
 
 Robot, task and environment are separate (``twin/robot.py``, ``tasks.py``, ``core.py``); the
 observation features are in ``features.py`` and the exported ONNX policies rebuild them.

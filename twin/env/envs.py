@@ -42,7 +42,7 @@ class PressEnv(TwinEnv):
     """Press the tool onto the table of the ``table`` scene with a target normal force.
 
     Observation: ``twin.env.features.PRESS_TERMS`` (40,) float32, including the tared F/T
-    reading. Success (and termination): the pushed force stays within 10 % of the target for
+    reading (the sim robot runs its F/T model only: ``state.imu`` is ``None``). Success (and termination): the pushed force stays within 10 % of the target for
     1 s. Episodes are truncated after 4 s (100 steps at 25 Hz).
     """
 
@@ -55,6 +55,8 @@ class PressEnv(TwinEnv):
     def __init__(self, **kwargs: Any) -> None:
         options = dict(kwargs.pop("robot_options", None) or {})
         options.setdefault("scene", self.SCENE)  # a sim option: the real arm's table is real
+        if kwargs.get("backend", "sim") == "sim":
+            options.setdefault("sensors", ("ft",))  # Press observes no IMU: the sim runs none
         super().__init__(robot_options=options, **kwargs)
 
     def _make_task(self, model: Any) -> PressTask:

@@ -24,6 +24,20 @@ _ENTRY_POINTS = {
 }
 
 
+class VectorEntryPoint:
+    """The ids' ``vector_entry_point``: ``gymnasium.make_vec(id, num_envs, vectorization_mode=
+    "vector_entry_point", num_workers=..., **env_kwargs)`` builds a ``twin.env.vector.TwinVectorEnv``
+    (imported on first use, so that ``import twin`` stays light)."""
+
+    def __init__(self, env_id: str) -> None:
+        self.env_id = env_id
+
+    def __call__(self, num_envs: int, **kwargs):
+        from twin.env.vector import make_vector_env
+
+        return make_vector_env(self.env_id, num_envs, **kwargs)
+
+
 def register_envs() -> None:
     """Register ``ENV_IDS`` and ``GOAL_ENV_IDS`` with Gymnasium (idempotent)."""
     for env_id in ENV_IDS + GOAL_ENV_IDS:
@@ -33,5 +47,6 @@ def register_envs() -> None:
                 id=env_id,
                 entry_point=entry_point,
                 kwargs=kwargs,
+                vector_entry_point=VectorEntryPoint(env_id),
                 max_episode_steps=MAX_EPISODE_STEPS,
             )

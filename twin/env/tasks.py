@@ -263,6 +263,11 @@ class PressTask(_Bounds):
         self._in_band_s = 0.0
         return self.target_pose
 
+    @property
+    def start_q(self) -> np.ndarray:
+        """(6,) rad: the start above the contact point of the last ``sample_goal``, no noise."""
+        return self._start_q.copy()
+
     def initial_q(self, rng: np.random.Generator) -> np.ndarray:
         """The start above the contact point (after ``sample_goal``), plus small noise."""
         noise = rng.uniform(-START_NOISE_RAD, START_NOISE_RAD, size=6) * 0.2
