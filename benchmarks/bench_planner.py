@@ -57,7 +57,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import emit_json, parse_args, print_table
-from planner_exact import ExactChecker, ExactMotionChecker, verify_path
+from planner_exact import ExactChecker, ExactMotionChecker, time_and_verify, verify_path
 
 from twin.planning import (
     GoalPrioritization,
@@ -83,45 +83,13 @@ def load_queries(scene: str) -> list[dict]:
     return data["queries"]
 
 
-def _path(start: np.ndarray, result) -> np.ndarray:
-    return np.vstack([start, *[w.configuration for w in result.path()]])
-
-
 def run_ours(planner: Planner, exact: ExactChecker, queries: list[dict]) -> dict:
-    """Times every query in one loop, then verifies the paths. A second pass plans each query
-    again right after the exact verification of the previous path (PyBullet work in between,
-    which evicts the planner's code and data from the CPU caches): the ``cold`` times."""
-    times, cpu, ok, colliding, checks, results = [], [], [], 0, 0.0, []
-    for q in queries:
-        start, goal = np.array(q["start"]), np.array(q["goal"])
-        t0, c0 = time.perf_counter(), time.process_time()
-        result = planner.path(InitialState(start), PathRequest([goal]))
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-        checks += result.stats["checks"]
-        ok.append(bool(result))
-        results.append(result)
-    cold, mismatches = [], 0
-    for q, result in zip(queries, results):
-        start, goal = np.array(q["start"]), np.array(q["goal"])
-        t0 = time.perf_counter()
-        again = planner.path(InitialState(start), PathRequest([goal]))
-        cold.append(time.perf_counter() - t0)
-        if bool(again) != bool(result):
-            mismatches += 1
-        if result:
-            path = _path(start, result)
-            colliding += verify_path(exact, path, planner.checker.travel)
-            mismatches += bool(again) and not np.array_equal(_path(start, again), path)
-    return {
-        "mismatches": mismatches,  # queries whose second plan differs (a query must replay)
-        "times": np.array(times),
-        "cpu": np.array(cpu),
-        "cold": np.array(cold),
-        "ok": np.array(ok),
-        "colliding": colliding,
-        "checks": checks,
-    }
+    """Times every query in one loop, then verifies the paths and replays each query right after
+    the verification of the previous path (the ``cold`` times): ``planner_exact.time_and_verify``,
+    with ``checks`` the configurations checked over all queries."""
+    pairs = [(np.array(q["start"]), np.array(q["goal"])) for q in queries]
+    out = time_and_verify(planner, exact, pairs)
+    return dict(out, checks=int(out["checks"].sum()))
 
 
 def run_baseline(planner: Planner, exact: ExactChecker, queries: list[dict], seed: int) -> dict:
