@@ -42,7 +42,7 @@ def test_cage_verdicts_equal_the_exact_sphere_model_and_never_pybullet_colliding
     try:
         centers, radii = planner._field.exact_spheres()
         assert len(radii) == len(scene.items) and np.all(radii == CAGE_RADIUS)
-        q = rng.uniform(planner.model.lower, planner.model.upper, size=(1500, 6))
+        q = rng.uniform(planner.lower, planner.upper, size=(1500, 6))  # its (soft) limits
         free = planner.configurations_free(q)
         env_gap, self_gap = _exact_gaps(planner, q, centers, radii)
         m = planner.checker.margin

@@ -18,7 +18,8 @@ Collision verification (``curve_samples``): a checked sample stands for every po
 within half a sample spacing; the spacing is chosen with the checker's own rule for straight
 segments (``checker.steps``: no sphere moves more than twice its inflation between samples), fed
 with the largest per-joint speed of the piece, so the guarantee of ``checker.segments_free`` holds
-for blends too.
+for blends too. ``curve_free`` gives the straight pieces to ``checker.segments_free`` itself where
+the checker has it, so a path the planner certified segment by segment is verified the same way.
 """
 
 from __future__ import annotations
@@ -205,5 +206,19 @@ def curve_samples(curve: JointCurve, checker: MotionChecker) -> np.ndarray:
 
 
 def curve_free(curve: JointCurve, checker: MotionChecker) -> bool:
-    """Whether every point of the curve is free according to ``checker``."""
-    return bool(np.all(checker.free(curve_samples(curve, checker))))
+    """Whether every point of the curve is free according to ``checker``.
+
+    Straight pieces go to the checker's own segment check where it has one
+    (``segments_free``, as the planner certified them: its certified intervals need not agree
+    with point checks at fixed samples near the margin, both being conservative); blends, and
+    every piece of a checker without one, are checked at ``piece_samples``."""
+    segments_free = getattr(checker, "segments_free", None)
+    lines = [p for p in curve.pieces if isinstance(p, Line)] if segments_free else []
+    if lines and not np.all(
+        segments_free(np.array([p.start for p in lines]), np.array([p.end for p in lines]))
+    ):
+        return False
+    rest = [piece_samples(p, checker) for p in curve.pieces if not (lines and isinstance(p, Line))]
+    if not curve.pieces:
+        rest = [curve.vertices[:1]]
+    return bool(np.all(checker.free(np.concatenate(rest)))) if rest else True
