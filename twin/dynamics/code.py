@@ -154,8 +154,10 @@ _F64 = np.dtype(np.float64)
 #: chunks handed out to whichever thread is free; ``threads.usable``: no split on a loaded
 #: machine); fewer run on the calling thread. The split's fixed cost on an idle core is waking a
 #: worker (microseconds to tens of them) against about 50 us of work per 1000 states on one
-#: thread. ``bench_dynamics`` measures the split against one thread per batch size.
-PARALLEL_STATES = 1024
+#: thread. ``bench_dynamics`` measures the split against one thread per batch size: on the idle
+#: 2-core machine it paid from 8192 states (inverse dynamics 1.23-1.46x one thread at 8192-20000;
+#: 0.45-1.05x at 512-4096, where the worker's wake-up and the slower thread dominate).
+PARALLEL_STATES = 8192
 #: Threads for the split batches (the cores of this process; ``TWIN_DYNAMICS_THREADS``).
 THREADS = threads.cores()
 #: Whether splits follow the load (``threads.usable``); off: always ``THREADS`` (benchmarks).
