@@ -212,13 +212,15 @@ def curve_free(curve: JointCurve, checker: MotionChecker) -> bool:
     (``segments_free``, as the planner certified them: its certified intervals need not agree
     with point checks at fixed samples near the margin, both being conservative); blends, and
     every piece of a checker without one, are checked at ``piece_samples``."""
+    if not curve.pieces:
+        return bool(np.all(checker.free(curve.vertices[:1])))
     segments_free = getattr(checker, "segments_free", None)
-    lines = [p for p in curve.pieces if isinstance(p, Line)] if segments_free else []
+    lines = [p for p in curve.pieces if segments_free and isinstance(p, Line)]
+    sampled = [p for p in curve.pieces if not (segments_free and isinstance(p, Line))]
     if lines and not np.all(
         segments_free(np.array([p.start for p in lines]), np.array([p.end for p in lines]))
     ):
         return False
-    rest = [piece_samples(p, checker) for p in curve.pieces if not (lines and isinstance(p, Line))]
-    if not curve.pieces:
-        rest = [curve.vertices[:1]]
-    return bool(np.all(checker.free(np.concatenate(rest)))) if rest else True
+    if not sampled:
+        return True
+    return bool(np.all(checker.free(np.concatenate([piece_samples(p, checker) for p in sampled]))))
