@@ -409,7 +409,7 @@ def rrt_chunk(nodes, parent, radius, size, state, samples, lower, upper, step, d
     """Iterations of RRT-Connect (``search.rrt`` module doc) over the two trees ``nodes`` (2, C,
     n) rad, ``parent`` (2, C), ``radius`` (2, C) rad (dynamic domain), ``size`` (2,), one per
     row of ``samples`` (I, B, n) rad; ``state``: [active tree, found, start-tree node, goal-tree
-    node, iterations done]. ``domain``: [initial radius, minimum, alpha]. The caller leaves room
+    node, iterations done]. ``domain``: [initial radius, minimum, alpha, retry fraction]. The caller leaves room
     for every node these iterations can add."""
     n = nodes.shape[2]
     batch = samples.shape[1]
@@ -418,6 +418,7 @@ def rrt_chunk(nodes, parent, radius, size, state, samples, lower, upper, step, d
     q_new = np.empty((batch, n))
     keep = np.empty(batch, dtype=np.bool_)
     ok = np.empty(batch, dtype=np.bool_)
+    part = np.empty(batch, dtype=np.bool_)
     new_nodes = np.empty(batch, dtype=np.int64)
     q_near = np.empty(n)
     for it in range(samples.shape[0]):
@@ -436,11 +437,17 @@ def rrt_chunk(nodes, parent, radius, size, state, samples, lower, upper, step, d
             scale = step / (dist if dist > 1e-12 else 1e-12) if dist > step else 1.0
             for k in range(n):
                 q_new[i, k] = nodes[a, j, k] + (target[k] - nodes[a, j, k]) * scale
-        for i in range(batch):
+        for i in range(batch):  # a blocked edge: its free prefix, when that is long enough
             ok[i] = (
                 keep[i]
                 and (segment_one(nodes[a, near[i]], q_new[i], lower, upper, m, w, counter) & 1) == 1
             )
+            part[i] = keep[i] and not ok[i]
+            if part[i]:  # blocked: the first ``domain[3]`` of the edge
+                j = near[i]
+                for k in range(n):
+                    q_new[i, k] = nodes[a, j, k] + domain[3] * (q_new[i, k] - nodes[a, j, k])
+                part[i] = (segment_one(nodes[a, j], q_new[i], lower, upper, m, w, counter) & 1) == 1
         count = 0
         for i in range(batch):
             if not keep[i]:
@@ -454,7 +461,7 @@ def rrt_chunk(nodes, parent, radius, size, state, samples, lower, upper, step, d
                 shrunk = r * (1.0 - domain[2])
                 radius[a, j] = domain[0] if r == math.inf else max(shrunk, domain[1])
         for i in range(batch):
-            if ok[i]:
+            if ok[i] or part[i]:
                 s = size[a]
                 nodes[a, s] = q_new[i]
                 parent[a, s] = near[i]

@@ -29,6 +29,11 @@ DOMAIN_RADIUS = 4.0
 DOMAIN_MIN = 1.0
 DOMAIN_ALPHA = 1e-4
 BALANCE = True
+#: A blocked extension retries this fraction of its length (one more segment check): a tree
+#: whose root sits in a pocket, where almost every ``step``-long edge is blocked, still grows
+#: (on the UR5 clutter problem, RRT-Connect alone, 120 runs of 3,000 iterations: 8 failed
+#: without, 3 with; at step 1.0: 17 and 4). Counted as a failure by the dynamic domain.
+RETRY_FRACTION = 0.5
 #: Iterations per call of the compiled search (the deadline is checked between calls).
 CHUNK_ITERATIONS = 16
 
@@ -71,6 +76,23 @@ class RrtResult:
     iterations: int
 
 
+@dataclass(frozen=True)
+class _Query:
+    """One search's inputs, shared by the numpy loop and the compiled one (``rrt_connect``)."""
+
+    checker: CollisionChecker
+    start: np.ndarray
+    goal: np.ndarray
+    rng: np.random.Generator
+    step: float
+    max_iterations: int
+    batch: int
+    deadline: float | None
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
+
 def rrt_connect(
     checker: CollisionChecker,
     start: np.ndarray,
@@ -84,20 +106,28 @@ def rrt_connect(
     """Path from ``start`` to ``goal`` (n,) rad (both free), or None within ``max_iterations``.
 
     Each iteration draws ``batch`` samples: the active tree extends towards all of them (their
-    edges checked in one batch), then the other tree tries to connect to every new node (the
-    free prefixes of those segments checked in one batch); then the trees swap roles.
+    edges checked in one batch; a blocked edge retries its first ``RETRY_FRACTION``), then the
+    other tree tries to connect to every new node (the free prefixes of those segments checked
+    in one batch); then the trees swap roles.
     ``deadline`` (a ``time.perf_counter`` value): stop there (fewer than ``max_iterations``).
     """
+    query = _Query(checker, start, goal, rng, step, max_iterations, batch, deadline)
     if BALANCE and checker.compiled:
-        return _rrt_compiled(checker, start, goal, rng, step, max_iterations, batch, deadline)
-    trees = [_Tree(start, 256), _Tree(goal, 256)]
+        return _rrt_compiled(query)
+    return _rrt_numpy(query)
+
+
+def _rrt_numpy(query: _Query) -> RrtResult:
+    """``rrt_connect`` in numpy batches."""
+    checker, step, batch = query.checker, query.step, query.batch
+    trees = [_Tree(query.start, 256), _Tree(query.goal, 256)]
     active = 0  # index of the tree that extends
     lower, upper = checker.lower, checker.upper
-    for it in range(1, max_iterations + 1):
-        if deadline is not None and time.perf_counter() > deadline:
+    for it in range(1, query.max_iterations + 1):
+        if query.past_deadline():
             return RrtResult(None, it - 1)
         a, b = trees[active], trees[1 - active]
-        targets = rng.uniform(lower, upper, size=(batch, len(start)))
+        targets = query.rng.uniform(lower, upper, size=(batch, len(query.start)))
         new_nodes = _extend_many(checker, a, targets, step)
         if new_nodes:
             hit = _connect_many(checker, b, a, new_nodes, step)
@@ -112,21 +142,20 @@ def rrt_connect(
                 active = 1 - active
         else:
             active = 1 - active
-    return RrtResult(None, max_iterations)
+    return RrtResult(None, query.max_iterations)
 
 
-def _rrt_compiled(
-    checker: CollisionChecker,
-    start: np.ndarray,
-    goal: np.ndarray,
-    rng: np.random.Generator,
-    step: float,
-    max_iterations: int,
-    batch: int,
-    deadline: float | None,
-) -> RrtResult:
+def _rrt_compiled(query: _Query) -> RrtResult:
     """``rrt_connect`` compiled (``CollisionChecker.rrt_chunk``): the same steps, in chunks of
     ``CHUNK_ITERATIONS`` iterations (samples drawn a chunk at a time, in the same order)."""
+    checker, start, goal, step, batch = (
+        query.checker,
+        query.start,
+        query.goal,
+        query.step,
+        query.batch,
+    )
+    max_iterations = query.max_iterations
     n = len(start)
     lower, upper = checker.lower, checker.upper
     # Nodes one iteration can add: ``batch`` extensions, each connection at most the joint
@@ -139,10 +168,10 @@ def _rrt_compiled(
     nodes[0, 0], nodes[1, 0] = start, goal
     size = np.ones(2, dtype=np.int64)
     state = np.zeros(5, dtype=np.int64)  # active, found, start-tree node, goal-tree node, its
-    domain = np.array([DOMAIN_RADIUS, DOMAIN_MIN, DOMAIN_ALPHA])
+    domain = np.array([DOMAIN_RADIUS, DOMAIN_MIN, DOMAIN_ALPHA, RETRY_FRACTION])
     done = 0
     while done < max_iterations:
-        if deadline is not None and time.perf_counter() > deadline:
+        if query.past_deadline():
             return RrtResult(None, done)
         k = min(CHUNK_ITERATIONS, max_iterations - done)
         need = int(size.max()) + k * per_iteration
@@ -156,7 +185,7 @@ def _rrt_compiled(
             for new, old in zip(grown, (nodes, parent, radius)):
                 new[:, : old.shape[1]] = old
             nodes, parent, radius = grown
-        samples = rng.uniform(lower, upper, size=(k, batch, n))
+        samples = query.rng.uniform(lower, upper, size=(k, batch, n))
         checker.rrt_chunk(nodes, parent, radius, size, state, samples, step, domain)
         done = int(state[4])
         if state[1]:
@@ -201,6 +230,11 @@ def _extend_many(
         return []
     ok = np.zeros(len(targets), dtype=bool)
     ok[keep] = checker.segments_free(q_near[keep], q_new[keep])
+    retry = keep & ~ok
+    part = np.zeros(len(targets), dtype=bool)
+    if np.any(retry):  # blocked edges: the first ``RETRY_FRACTION`` of them
+        q_new[retry] = q_near[retry] + RETRY_FRACTION * (q_new[retry] - q_near[retry])
+        part[retry] = checker.segments_free(q_near[retry], q_new[retry])
     for i in np.flatnonzero(keep):  # in order: a node may be the nearest of several samples
         j = near[i]
         r = tree.radius[j]
@@ -211,7 +245,7 @@ def _extend_many(
             tree.radius[j] = (
                 DOMAIN_RADIUS if r == np.inf else max(r * (1.0 - DOMAIN_ALPHA), DOMAIN_MIN)
             )
-    return [tree.add(q_new[i].copy(), int(near[i])) for i in np.flatnonzero(ok)]
+    return [tree.add(q_new[i].copy(), int(near[i])) for i in np.flatnonzero(ok | part)]
 
 
 def _connect_many(
