@@ -10,9 +10,10 @@ import pytest
 from twin.benchmarks.bench_planner_clutter import clutter_scene, load_ur5_spherized
 
 from twin.planning import InitialState, PathRequest, Planner, PlannerSettings
-from twin.planning.collision import _compiled
+from twin.planning.collision import _compiled, field
 from twin.planning.collision.checker import CollisionChecker
 from twin.planning.collision.scene_obstacles import obstacles_from_scene
+from twin.planning.types import Obstacle
 from twin.scenes import load_scene
 
 pytestmark = pytest.mark.skipif(_compiled.kernels() is None, reason="numba not installed")
@@ -137,3 +138,37 @@ def test_without_numba_the_numpy_kernel_gives_the_same_verdicts(ur5, monkeypatch
     fast, slow_free = c.segments_free(qa, qb), slow.segments_free(qa, qb)
     # Both are conservative schemes sampling differently: they agree on most segments.
     assert np.mean(fast == slow_free) >= 0.9
+
+
+def test_group_lists_of_exact_spheres_change_no_verdict_or_width(ur5):
+    """``check`` lists, per group, the exact spheres its bound comes near (from ``CULL_MIN``
+    of them): dense clutter (``EXACT_SPHERES`` spheres) and configurations close to it give the
+    numpy kernel's verdicts and widths, with and without the certified widths."""
+    rng = np.random.default_rng(21)
+    count = field.EXACT_SPHERES
+    d = rng.normal(size=(count, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    centers = ur5.checker.robot.origin_1() + d * rng.uniform(0.25, 0.8, size=(count, 1))
+    radii = rng.uniform(0.01, 0.08, size=count)
+    before = ur5.obstacles()
+    ur5.clear_obstacles()
+    ur5.set_obstacles(
+        [Obstacle.from_sphere(f"s{i}", c, float(r)) for i, (c, r) in enumerate(zip(centers, radii))]
+    )
+    try:
+        checker = ur5.checker
+        assert len(checker._kernel.compiled_model()[8]) == count >= _compiled.CULL_MIN
+        q = rng.uniform(checker.lower, checker.upper, size=(6000, len(checker.lower)))
+        near = q[checker.free(q)][:300]  # small steps from free configurations: both verdicts
+        q = np.vstack((q[:2000], near + rng.normal(scale=0.05, size=near.shape)))
+        q = np.clip(q, checker.lower, checker.upper)
+        dq = np.abs(rng.normal(scale=0.3, size=q.shape))
+        ok_np, w_np = _numpy(checker, q, dq)
+        ok, w = _compiled_eval(checker, q, dq)
+        assert 0.02 < ok_np.mean() < 0.98
+        np.testing.assert_array_equal(ok, ok_np)
+        np.testing.assert_allclose(w[ok], w_np[ok], rtol=1e-9)
+        np.testing.assert_array_equal(_compiled_eval(checker, q, None)[0], ok_np)
+    finally:
+        ur5.clear_obstacles()
+        ur5.set_obstacles(before)

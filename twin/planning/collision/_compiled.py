@@ -48,6 +48,10 @@ from twin import numba_cache
 
 #: Lower bound of a row's motion over a segment (m), as the numpy kernel's.
 MIN_MOTION = 1e-12
+#: Exact spheres from which ``check`` first lists, per group, those its bound comes near; the
+#: slack (m) those lists add to the bound (rounding: a listed sphere is only ever one more test).
+CULL_MIN = 4
+CULL_SLACK = 1e-9
 
 
 # ------------------------------------------------------------------ compiled functions
@@ -126,7 +130,7 @@ def pair_ratio(x, pairs, pair_r, mpair, lo, hi, want, margin, best):
     return best if want else 1.0
 
 
-def check(q, want, menv, mpair, mbody, m, x, rot, org):
+def check(q, want, menv, mpair, mbody, m, x, rot, org, near):
     """-1.0 when configuration q (n,) rad is not free, else its certified half width (``want``;
     ``menv``, ``mpair``, ``mbody``: the rows' motions over the segment) or 1.0; ``m`` the model
     tuple (``kernel.SphereKernel.compiled_model``)."""
@@ -142,6 +146,25 @@ def check(q, want, menv, mpair, mbody, m, x, rot, org):
     )
     fk(q, chain, ctrans, sph, grp, x, rot, org)
     best = math.inf
+    ne = exact.shape[0]
+    cull = ne >= CULL_MIN
+    if cull:  # per group, the exact spheres its bound comes near (module doc)
+        gb, top = m[17], m[18]
+        t = margin
+        if want:
+            t = top[0] if top[0] > margin + top[1] else margin + top[1]
+        for g in range(1, gb.shape[0]):
+            count = 0
+            if gb[g] >= 0.0:
+                for e in range(ne):
+                    dx = org[g - 1, 0] - exact[e, 0]
+                    dy = org[g - 1, 1] - exact[e, 1]
+                    dz = org[g - 1, 2] - exact[e, 2]
+                    lim = gb[g] + exact[e, 3] + t + CULL_SLACK
+                    if dx * dx + dy * dy + dz * dz < lim * lim:
+                        near[g, count + 1] = e
+                        count += 1
+            near[g, 0] = count
     hx, hy, hz, inv_h = gpar[0], gpar[1], gpar[2], gpar[3]
     sx, sy, sz = gshape[0], gshape[1], gshape[2]
     uniform, level = gpar[4] != 0.0, gpar[5]
@@ -170,7 +193,10 @@ def check(q, want, menv, mpair, mbody, m, x, rot, org):
             cap = v if v < cap else cap
             cap = margin + rs if cap < margin + rs else cap
         lowered = False
-        for e in range(exact.shape[0]):
+        g = grp[s]
+        listed = cull and g > 0
+        for i_e in range(near[g, 0] if listed else ne):
+            e = near[g, i_e + 1] if listed else i_e
             dx, dy, dz = px - exact[e, 0], py - exact[e, 1], pz - exact[e, 2]
             d2 = dx * dx + dy * dy + dz * dz
             lim = cap + exact[e, 3]
@@ -228,12 +254,13 @@ def evaluate(q, dq, want, m, ok, width, counter):
     menv = np.empty(n_env)
     mpair = np.empty(pairs.shape[0])
     mbody = np.empty(bodies.shape[0])
+    near = np.empty((n + 1, m[8].shape[0] + 1), dtype=np.int64)
     for r in range(count):
         if want and (r == 0 or dq.shape[0] > 1):
             motions(wenv, dq[r if dq.shape[0] > 1 else 0], menv)
             motions(wpair, dq[r if dq.shape[0] > 1 else 0], mpair)
             motions(wbody, dq[r if dq.shape[0] > 1 else 0], mbody)
-        w = check(q[r], want, menv, mpair, mbody, m, x, rot, org)
+        w = check(q[r], want, menv, mpair, mbody, m, x, rot, org, near)
         ok[r] = 1 if w >= 0.0 else 0
         width[r] = w if w > 0.0 else 0.0
     counter[0] += count
@@ -252,6 +279,7 @@ def work(m, n):
         np.empty(bodies.shape[0]),
         np.empty(n),
         np.empty(n),
+        np.empty((n + 1, m[8].shape[0] + 1), dtype=np.int64),
     )
 
 
@@ -301,8 +329,8 @@ def segment_forward(qa, qb, m, w, counter):
     """``segment_one`` of a segment inside the limits, in the given direction."""
     x, rot, org, menv, mpair, mbody, q = w[0], w[1], w[2], w[3], w[4], w[5], w[7]
     top = set_motions(qa, qb, m, w)
-    r0 = check(qa, True, menv, mpair, mbody, m, x, rot, org)
-    r1 = check(qb, True, menv, mpair, mbody, m, x, rot, org)
+    r0 = check(qa, True, menv, mpair, mbody, m, x, rot, org, w[8])
+    r1 = check(qb, True, menv, mpair, mbody, m, x, rot, org, w[8])
     counter[0] += 2
     bits = (2 if r0 >= 0.0 else 0) + (4 if r1 >= 0.0 else 0)
     if bits != 6:
@@ -322,7 +350,7 @@ def segment_forward(qa, qb, m, w, counter):
         t = 0.5 * (lo + hi)
         for j in range(n):
             q[j] = qa[j] + t * (qb[j] - qa[j])
-        r = check(q, True, menv, mpair, mbody, m, x, rot, org)
+        r = check(q, True, menv, mpair, mbody, m, x, rot, org, w[8])
         counter[0] += 1
         if r < 0.0:
             return bits
@@ -343,7 +371,7 @@ def prefix_one(qa, qb, lower, upper, m, w, counter):
         return 0.0
     x, rot, org, menv, mpair, mbody, q = w[0], w[1], w[2], w[3], w[4], w[5], w[7]
     set_motions(qa, qb, m, w)
-    r = check(qa, True, menv, mpair, mbody, m, x, rot, org)
+    r = check(qa, True, menv, mpair, mbody, m, x, rot, org, w[8])
     counter[0] += 1
     if r < 0.0:
         return 0.0
@@ -356,7 +384,7 @@ def prefix_one(qa, qb, lower, upper, m, w, counter):
         t = 1.0 if t > 1.0 else t
         for j in range(n):
             q[j] = qa[j] + t * (qb[j] - qa[j])
-        r = check(q, True, menv, mpair, mbody, m, x, rot, org)
+        r = check(q, True, menv, mpair, mbody, m, x, rot, org, w[8])
         counter[0] += 1
         if r < 0.0:
             break
@@ -533,6 +561,8 @@ def source() -> str:
         "from numba import njit",
         "",
         f"MIN_MOTION = {MIN_MOTION!r}",
+        f"CULL_MIN = {CULL_MIN!r}",
+        f"CULL_SLACK = {CULL_SLACK!r}",
         "",
     ]
     for fn in _HELPERS:

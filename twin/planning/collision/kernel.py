@@ -213,8 +213,23 @@ class SphereKernel:
             np.ascontiguousarray(self._weights[self.n_env :], dtype=float),
             np.ascontiguousarray(w_body, dtype=float),
             float(margin),
+            *self._group_bounds(rows, rows_group, n, field.band),
         )
         self._model_version = -1
+
+    def _group_bounds(
+        self, rows: np.ndarray, rows_group: np.ndarray, n: int, band: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(Per group 0 .. n, the radius m about its anchor origin that holds every obstacle
+        sphere of the group, -1 for none (group 0: never used); [an upper bound of the field's
+        values m, the largest obstacle sphere's radius m]) for ``_compiled.check``'s lists."""
+        env = slice(0, self.n_env)
+        reach = np.linalg.norm(rows[env, :3], axis=1) + rows[env, 3]
+        bounds = np.full(n + 1, -1.0)
+        np.maximum.at(bounds, rows_group[env], reach)
+        bounds[0] = -1.0
+        top = float(rows[env, 3].max()) if self.n_env else 0.0
+        return bounds, np.array([band + 1e-6, top])
 
     def compiled_model(self) -> tuple:
         """The model tuple of the compiled checks (``_compiled`` module doc), with the field's
