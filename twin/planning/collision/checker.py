@@ -218,7 +218,7 @@ class CollisionChecker(MotionChecker):
             lo,
             hi,
             1.0,
-            np.ones(3),
+            np.ones(4),
             model,
             self._counter,
         )
