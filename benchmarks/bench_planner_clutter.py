@@ -68,7 +68,8 @@ pairs, which are the larger part). (4) The time of a query is now the planner's 
 than the search: in a cProfile of 40 queries, blend radii (``motion.blend``: fixed samples of
 every candidate blend, checked point by point) about 40 %, RRT-Connect about 30 %, smoothing and
 roadmap shortcuts 10 %, the one-off roadmap build 10 %. The mesh UR5 (``--arm ur5``, margin
-1 cm) needs 1,400-6,000 iterations on its hard queries at about 130 us CPU each (22 checks): its failures are the budget.
+1 cm) needs 1,400-6,000 iterations on its hard queries at about 130 us CPU each (22 checks):
+its failures are the budget.
 
 Sphere obstacles' cost: ``set_obstacles`` time and the memory it allocates (tracemalloc peak and
 what stays allocated) against the number of sphere obstacles. Before, a sphere cost about 1 ms
