@@ -4,13 +4,15 @@ gymnasium's info layout and autoreset rules; errors in workers surface with thei
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
 import twin  # noqa: F401  (registers the environment ids)
-from twin.env.vector import TwinVectorEnv, VectorWorkerError
+from twin.env.vector import MAX_SPIN_S, TwinVectorEnv, VectorWorkerError
 
 N_ENVS = 3
 N_STEPS = 104  # past the 100-step time limit: the autoreset is compared too
@@ -21,6 +23,8 @@ MODES = {
     "sync": ("sync", {}),
     "async": ("async", {}),
     "twin 2 workers": ("vector_entry_point", {"num_workers": 2}),
+    "twin 2 workers, blocking hand-off": ("vector_entry_point", {"num_workers": 2, "spin_s": 0.0}),
+    "twin 2 pinned workers": ("vector_entry_point", {"num_workers": 2, "pin": True}),
     "twin, main + 1 worker": ("vector_entry_point", {"num_workers": 2, "in_main": True}),
     "twin 1 worker": ("vector_entry_point", {"num_workers": 1}),
 }
@@ -207,3 +211,46 @@ def test_an_error_in_a_worker_names_the_worker_and_the_error():
 def test_bad_worker_counts_are_refused(workers, expected):
     with pytest.raises(ValueError, match=expected):
         TwinVectorEnv([_FailingEnv, _FailingEnv], num_workers=workers)
+
+
+@pytest.mark.parametrize("spin_s", [-1e-3, MAX_SPIN_S * 2, "1ms", None])
+def test_bad_spin_times_are_refused(spin_s):
+    with pytest.raises(ValueError, match=r"spin_s must be seconds from 0 to"):
+        TwinVectorEnv([_FailingEnv], spin_s=spin_s)
+
+
+class _DyingEnv(_FailingEnv):
+    """Its process ends in the middle of its second step (a crash the env cannot report)."""
+
+    def __init__(self) -> None:
+        super().__init__(fail_at=99)
+
+    def step(self, action):
+        if self.t == 1:
+            os._exit(3)
+        return super().step(action)
+
+
+@pytest.mark.parametrize("spin_s", [0.0, 1e-3])
+def test_a_worker_that_dies_mid_step_is_reported_not_waited_for(spin_s):
+    envs = TwinVectorEnv([_DyingEnv, lambda: _FailingEnv(fail_at=99)], num_workers=2, spin_s=spin_s)
+    try:
+        envs.reset(seed=0)
+        envs.step(np.zeros((2, 1), np.float32))
+        with pytest.raises(VectorWorkerError, match=r"worker process 0 exited .*exit code 3"):
+            envs.step(np.zeros((2, 1), np.float32))
+        with pytest.raises(VectorWorkerError, match=r"a worker process was lost; close"):
+            envs.step(np.zeros((2, 1), np.float32))  # no more steps after a lost worker
+    finally:
+        envs.close()
+    assert not any(p.is_alive() for p in envs.processes)
+
+
+def test_pinned_workers_run_on_their_own_cores():
+    envs = TwinVectorEnv([_FailingEnv] * 2, num_workers=2, pin=True)
+    try:
+        cores = [os.sched_getaffinity(p.pid) for p in envs.processes]
+    finally:
+        envs.close()
+    n = os.cpu_count()
+    assert cores == [{0}, {1 % n}]
