@@ -254,3 +254,34 @@ def test_pinned_workers_run_on_their_own_cores():
         envs.close()
     n = os.cpu_count()
     assert cores == [{0}, {1 % n}]
+
+
+def test_the_training_adapter_gives_the_same_transitions_over_the_twin_vector_env():
+    """``policies/vector.py``: SB3's view (``Sb3VectorEnv``) of the twin's vector env equals its
+    view of gymnasium's sync one, the time-limit reset (``terminal_observation``) included."""
+    pytest.importorskip("stable_baselines3")
+    from twin.policies.vector import Sb3VectorEnv, make_gym_vector
+
+    actions = np.random.default_rng(1).uniform(-1, 1, (101, 2, 6)).astype(np.float32)
+    runs = []
+    for mode in ("sync", "twin"):
+        envs = Sb3VectorEnv(make_gym_vector("twin/Reach-v0", 2, seed=4, mode=mode))
+        try:
+            steps = [envs.reset()]
+            for a in actions:
+                envs.step_async(a)
+                steps.append(envs.step_wait())
+        finally:
+            envs.close()
+        runs.append(steps)
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    for t, (a, b) in enumerate(zip(runs[0][1:], runs[1][1:])):
+        for x, y in zip(a[:3], b[:3]):
+            np.testing.assert_array_equal(x, y, err_msg=str(t))
+        assert [sorted(i) for i in a[3]] == [sorted(i) for i in b[3]], t
+    final = runs[1][100]  # step 100: both time out, reset in the same step
+    assert final[2].all() and all(i["TimeLimit.truncated"] for i in final[3])
+    for i in range(2):
+        np.testing.assert_array_equal(
+            final[3][i]["terminal_observation"], runs[0][100][3][i]["terminal_observation"]
+        )
