@@ -213,12 +213,17 @@ def timed(step, steps: int) -> tuple[float, float]:
     return steps / wall, steps / max(cpu, 1e-9)
 
 
+#: ``TwinVectorEnv`` options of the vector table's twin modes.
+TWIN_MODE_OPTIONS = {"twin blocking": {"spin_s": 0.0}, "twin pinned": {"pin": True}}
+
+
 class VectorLoop:
     """``n`` environments in a vector env (random actions, autoreset); ``step`` is one vector step
     (``n`` env steps). ``mode``: gymnasium's ``"sync"`` or ``"async"`` (``gymnasium.make_vec``,
     one process per env for async), or ``"twin"``: ``TwinVectorEnv`` with ``workers`` processes
     (the ids' ``vector_entry_point``), ``"twin+main"`` the same with the calling process as the
-    first worker (``in_main=True``: ``workers - 1`` processes)."""
+    first worker (``in_main=True``: ``workers - 1`` processes), other ``"twin ..."`` modes with
+    the options of ``TWIN_MODE_OPTIONS``."""
 
     def __init__(self, env_id: str, n: int, mode: str, seed: int, workers: int) -> None:
         if mode.startswith("twin"):
@@ -228,7 +233,7 @@ class VectorLoop:
                 vectorization_mode="vector_entry_point",
                 num_workers=workers,
                 in_main=mode == "twin+main",
-                **({"spin_s": 0.0} if mode == "twin blocking" else {}),
+                **TWIN_MODE_OPTIONS.get(mode, {}),
             )
         else:
             self.envs = gym.make_vec(env_id, num_envs=n, vectorization_mode=mode)
@@ -366,7 +371,8 @@ def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]
 
 
 #: (mode, environments, worker processes) of the vector table. ``twin blocking``: the twin's
-#: vector env with ``spin_s=0`` (each side blocks at once: a sleep and a wake-up per step).
+#: vector env with ``spin_s=0`` (each side blocks at once: a sleep and a wake-up per step);
+#: ``twin pinned``: worker ``k`` pinned to core ``k``.
 VECTOR_CONFIGS = (
     ("sync", 1, 0),
     ("sync", 2, 0),
@@ -381,6 +387,7 @@ VECTOR_CONFIGS = (
     ("twin", 4, 4),
     ("twin blocking", 2, 2),
     ("twin blocking", 4, 2),
+    ("twin pinned", 2, 2),
     ("twin+main", 2, 2),
     ("twin+main", 4, 2),
 )

@@ -6,10 +6,12 @@ memory, for throughput on a few cores.
 
 Each worker process steps a contiguous block of the environments (``num_workers`` defaults to
 one per core, at most one per environment). Per vector step the main process writes the actions
-(num_envs, *action_shape) into shared memory and wakes each worker with one byte on its pipe;
-the worker steps its environments, writes observations, rewards, terminations, truncations and
-the scalar ``info`` values into shared memory and answers with an empty message. Only what does
-not fit that layout travels pickled through the pipe: an ``info`` whose keys change or whose
+(num_envs, *action_shape) into shared memory and posts each worker's semaphore; the worker
+steps its environments, writes observations, rewards, terminations, truncations and the scalar
+``info`` values into shared memory, and the last worker to finish posts the main's semaphore
+(``twin/env/handoff.py``: each side polls for ``spin_s`` before it blocks, so that in a steady
+loop nobody sleeps and no idle core has to be woken). Only what does not fit that layout
+travels pickled through each worker's pipe: an ``info`` whose keys change or whose
 values are not scalars (e.g. ``final_info`` / ``final_obs`` of ``AutoresetMode.SAME_STEP``),
 resets, ``call`` / ``get_attr`` / ``set_attr`` and errors. The results are gymnasium's: the
 same autoreset modes (``AutoresetMode``, default ``NEXT_STEP``), the seeding rule (``reset(seed=s)``
@@ -427,7 +429,9 @@ class TwinVectorEnv(VectorEnv):
 
     def _observations(self):
         obs = self.shared.observations
-        return copy.deepcopy(obs) if self.copy else obs
+        if not self.copy:
+            return obs
+        return obs.copy() if isinstance(obs, np.ndarray) else copy.deepcopy(obs)
 
     def _infos(self, unusual: dict) -> dict:
         """The vector info (gymnasium's layout) from the shared values and the pickled rest."""
