@@ -27,6 +27,7 @@ MODES = {
     "twin 2 pinned workers": ("vector_entry_point", {"num_workers": 2, "pin": True}),
     "twin, main + 1 worker": ("vector_entry_point", {"num_workers": 2, "in_main": True}),
     "twin 1 worker": ("vector_entry_point", {"num_workers": 1}),
+    "twin, all in main": ("vector_entry_point", {"num_workers": 1, "in_main": True}),
 }
 
 
@@ -244,6 +245,41 @@ def test_a_worker_that_dies_mid_step_is_reported_not_waited_for(spin_s):
     finally:
         envs.close()
     assert not any(p.is_alive() for p in envs.processes)
+
+
+def test_an_error_in_the_main_block_leaves_the_workers_in_step():
+    """The main's own block raises; the workers' answers of that step are still taken, so the
+    next step gives every env's own next step."""
+    envs = TwinVectorEnv(
+        [_FailingEnv, lambda: _FailingEnv(fail_at=99)], num_workers=2, in_main=True
+    )
+    try:
+        envs.reset(seed=0)
+        envs.step(np.zeros((2, 1), np.float32))
+        with pytest.raises(RuntimeError, match="the arm left the table"):
+            envs.step(np.zeros((2, 1), np.float32))
+        obs, _, _, _, info = envs.step(np.array([[0.25], [0.75]], np.float32))
+    finally:
+        envs.close()
+    assert info["t"].tolist() == [3, 3]
+    np.testing.assert_array_equal(obs, [[0.25, 0.25], [0.75, 0.75]])
+
+
+def test_spawned_workers_step_alike_with_single_threaded_libraries():
+    """``context="spawn"``: the workers import numpy afresh, with one BLAS thread (the
+    ``OPENBLAS_NUM_THREADS`` they start with), and step as forked ones do."""
+    obs, before = [], {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    for context in ("fork", "spawn"):
+        envs = gym.make_vec("twin/Reach-v0", 2, num_workers=2, context=context)
+        try:
+            envs.reset(seed=2)
+            obs.append(envs.step(np.full((2, 6), 0.3, np.float32))[0])
+            threads = [len(os.listdir(f"/proc/{p.pid}/task")) for p in envs.processes]
+        finally:
+            envs.close()
+        assert threads == [1, 1], context
+    np.testing.assert_array_equal(obs[0], obs[1])
+    assert {k: os.environ.get(k) for k in before} == before  # this process's are as they were
 
 
 def test_pinned_workers_run_on_their_own_cores():

@@ -75,6 +75,8 @@ class Handoff:
 
     def wait_step(self, spin_s: float, check_alive: Callable[[], None]) -> list[int]:
         """Wait until every worker has stepped; the workers whose answer waits on their pipe."""
+        if self.workers == 0:  # the main process steps every environment itself
+            return []
         wait(self.done, spin_s, check_alive)
         return [w for w in range(self.workers) if self.answer[w]]
 

@@ -371,6 +371,21 @@ class TwinVectorEnv(VectorEnv):
             results = getattr(self._local, command)(*block, *args)
         return results + [x for answer in self._gather(_recv_object) for x in answer]
 
+    def _wait_workers(self) -> list:
+        """The worker processes' answers to the step just started (what did not fit the shared
+        layout). Interrupted (e.g. ``KeyboardInterrupt``), the env takes no more steps: the
+        workers' answers would be read as the next step's."""
+        # the main polls only once it has stepped its own block: else a third process on the cores
+        spin_s = self.spin_s if self._local is not None else 0.0
+        try:
+            answering = self._handoff.wait_step(spin_s, self._check_workers)
+            return self._gather(_recv_object, answering)
+        except VectorWorkerError:
+            raise
+        except BaseException:
+            self._lost = self._lost or "the main process stopped waiting in the middle of a step"
+            raise
+
     def _check_workers(self) -> None:
         """Raise if a worker process has exited (called while the main waits for a step)."""
         gone = [f"worker process {w} exited (pid {p.pid}, exit code {p.exitcode})"
@@ -413,12 +428,16 @@ class TwinVectorEnv(VectorEnv):
             for i, action in enumerate(iterate(self.action_space, actions)):
                 _assign(s.actions, i, action)
         self._handoff.start_step()
-        unusual = {} if self._local is None else self._local.step()
-        # the main polls only once it has stepped its own block: else a third process on the cores
-        spin_s = self.spin_s if self._local is not None else 0.0
-        answering = self._handoff.wait_step(spin_s, self._check_workers)
-        for answer in self._gather(_recv_object, answering):
+        unusual, local_error = {}, None
+        try:
+            if self._local is not None:
+                unusual = self._local.step()
+        except Exception as e:  # raised once the workers have answered: the next step is in step
+            local_error = e
+        for answer in self._wait_workers():
             unusual.update(answer)
+        if local_error is not None:
+            raise local_error
         return (
             self._observations(),
             s.rewards.copy(),
