@@ -22,8 +22,10 @@ Figures: env, robot and anchor steps/s (random actions drawn alike for all three
 for the env), the cost ratio env / anchor (target <= 1.5) from CPU time per step (this process's
 ``time.process_time``: what a step costs whatever else the shared machine runs) and from wall
 time, vector env steps/s (all workers) over one env (async at 2 workers: target >= 1.7 on 2
-cores), and the CPU time per env step of one env, of the vector env's main process and of its
-workers (``/proc``; sync has none): the workers' overhead is theirs minus one env's. Every rate
+cores), the CPU time per env step of one env, of the vector env's main process and of its
+workers (``/proc``; sync has none: the workers' overhead is theirs minus one env's) and the
+times the workers went to sleep per vector step (voluntary context switches: each is a wake-up
+the step waited for). Every rate
 is a median over rounds that alternate what is compared (a vector env and one
 env alternate too), with the 1-minute load average beside the vector figures.
 
@@ -211,12 +213,17 @@ def timed(step, steps: int) -> tuple[float, float]:
     return steps / wall, steps / max(cpu, 1e-9)
 
 
+#: ``TwinVectorEnv`` options of the vector table's twin modes.
+TWIN_MODE_OPTIONS = {"twin blocking": {"spin_s": 0.0}, "twin pinned": {"pin": True}}
+
+
 class VectorLoop:
     """``n`` environments in a vector env (random actions, autoreset); ``step`` is one vector step
     (``n`` env steps). ``mode``: gymnasium's ``"sync"`` or ``"async"`` (``gymnasium.make_vec``,
     one process per env for async), or ``"twin"``: ``TwinVectorEnv`` with ``workers`` processes
     (the ids' ``vector_entry_point``), ``"twin+main"`` the same with the calling process as the
-    first worker (``in_main=True``: ``workers - 1`` processes)."""
+    first worker (``in_main=True``: ``workers - 1`` processes), other ``"twin ..."`` modes with
+    the options of ``TWIN_MODE_OPTIONS``."""
 
     def __init__(self, env_id: str, n: int, mode: str, seed: int, workers: int) -> None:
         if mode.startswith("twin"):
@@ -226,6 +233,7 @@ class VectorLoop:
                 vectorization_mode="vector_entry_point",
                 num_workers=workers,
                 in_main=mode == "twin+main",
+                **TWIN_MODE_OPTIONS.get(mode, {}),
             )
         else:
             self.envs = gym.make_vec(env_id, num_envs=n, vectorization_mode=mode)
@@ -242,6 +250,10 @@ class VectorLoop:
         """CPU time (s) the worker processes have used so far (0 for sync: no workers)."""
         return sum(_process_cpu_s(p.pid) for p in getattr(self.envs, "processes", ()))
 
+    def worker_sleeps(self) -> int:
+        """Times the worker processes have gone to sleep so far (voluntary context switches)."""
+        return sum(_process_sleeps(p.pid) for p in getattr(self.envs, "processes", ()))
+
     def close(self) -> None:
         self.envs.close()
 
@@ -251,6 +263,13 @@ def _process_cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _process_sleeps(pid: int) -> int:
+    """Voluntary context switches of process ``pid`` so far (``/proc``): each is a sleep and a
+    wake-up."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt"))
 
 
 def _independent_worker(env_id: str, seed: int, conn) -> None:
@@ -351,7 +370,9 @@ def single_env_rows(args, rounds: int, steps: int, figures: dict) -> list[tuple]
     return rows
 
 
-#: (mode, environments, worker processes) of the vector table.
+#: (mode, environments, worker processes) of the vector table. ``twin blocking``: the twin's
+#: vector env with ``spin_s=0`` (each side blocks at once: a sleep and a wake-up per step);
+#: ``twin pinned``: worker ``k`` pinned to core ``k``.
 VECTOR_CONFIGS = (
     ("sync", 1, 0),
     ("sync", 2, 0),
@@ -362,7 +383,11 @@ VECTOR_CONFIGS = (
     ("twin", 1, 1),
     ("twin", 2, 2),
     ("twin", 4, 2),
+    ("twin", 8, 2),
     ("twin", 4, 4),
+    ("twin blocking", 2, 2),
+    ("twin blocking", 4, 2),
+    ("twin pinned", 2, 2),
     ("twin+main", 2, 2),
     ("twin+main", 4, 2),
 )
@@ -380,18 +405,21 @@ def vector_rows(args, rounds: int, env_steps: int, figures: dict) -> list[tuple]
             anchor = IndependentLoop("twin/Reach-v0", max(workers, 1), args.seed)
             timed(single.step, 3)
             loads = []
-            one, many, apart, one_cpu, main_cpu, worker_cpu, apart_cpu = ([] for _ in range(7))
+            one, many, apart, one_cpu, main_cpu, worker_cpu, apart_cpu, sleeps = (
+                [] for _ in range(8)
+            )
             for _ in range(rounds):
                 loads.append(os.getloadavg()[0])
                 wall, cpu = timed(single.step, env_steps)
                 one.append(wall)
                 one_cpu.append(1.0 / cpu)
-                w0 = vector.worker_cpu_s()
+                w0, z0 = vector.worker_cpu_s(), vector.worker_sleeps()
                 vec_steps = max(1, env_steps // n)
                 wall, cpu = timed(vector.step, vec_steps)
                 many.append(n * wall)
                 main_cpu.append(1.0 / cpu / n)
                 worker_cpu.append((vector.worker_cpu_s() - w0) / (n * vec_steps))
+                sleeps.append((vector.worker_sleeps() - z0) / vec_steps)
                 wall, cpu_per_step = anchor.run(max(1, env_steps // max(workers, 1)))
                 apart.append(wall)
                 apart_cpu.append(cpu_per_step)
@@ -402,7 +430,7 @@ def vector_rows(args, rounds: int, env_steps: int, figures: dict) -> list[tuple]
         r, s, a = (float(np.median(x)) for x in (many, one, apart))
         load = float(np.median(loads))
         key = f"{mode}_{n}" if mode in ("sync", "async") else f"{mode}_{n}_envs_{workers}_workers"
-        key = key.replace("+", "_")
+        key = key.replace("+", "_").replace(" ", "_")
         figures[f"{key}_steps_per_s"] = round(r, 1)
         figures[f"{key}_over_one_env"] = round(r / s, 3)
         figures[f"{key}_independent_processes_over_one_env"] = round(a / s, 3)
@@ -411,6 +439,7 @@ def vector_rows(args, rounds: int, env_steps: int, figures: dict) -> list[tuple]
         figures[f"{key}_cpu_ms_per_step_one_main_workers_independent"] = [
             round(c, 3) for c in cpu_ms
         ]
+        figures[f"{key}_worker_sleeps_per_vector_step"] = round(float(np.median(sleeps)), 2)
         rows.append(
             (
                 mode,
@@ -423,6 +452,7 @@ def vector_rows(args, rounds: int, env_steps: int, figures: dict) -> list[tuple]
                 f"{load:.1f}",
             )
             + tuple(f"{c:.2f}" for c in cpu_ms)
+            + (f"{np.median(sleeps):.2f}",)
         )
     return rows
 
@@ -430,7 +460,7 @@ def vector_rows(args, rounds: int, env_steps: int, figures: dict) -> list[tuple]
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     rounds, steps = (2, 20) if args.quick else (5, 100)
-    vec_rounds, vec_steps = (2, 40) if args.quick else (6, 200)
+    vec_rounds, vec_steps = (2, 40) if args.quick else (8, 320)
     load_before = os.getloadavg()
     figures: dict = {}
     rows = single_env_rows(args, rounds, steps, figures)
@@ -468,6 +498,7 @@ def main() -> None:
             "main",
             "workers",
             "independent",
+            "worker sleeps/vector step",
         ),
         vec,
     )
@@ -476,12 +507,13 @@ def main() -> None:
         round(load_before[0], 2),
         round(os.getloadavg()[0], 2),
     ]
+    ours = {n: figures[f"twin_{n}_envs_2_workers_over_one_env"] for n in (2, 4, 8)}
     print(
         f"\nmachine: {os.cpu_count()} cores, load average (1 min) {load_before[0]:.1f} before, "
         f"{os.getloadavg()[0]:.1f} after; async 2 workers / one env = "
-        f"{figures['async_2_over_one_env']:.2f}, twin 2 workers / one env = "
-        f"{figures['twin_2_envs_2_workers_over_one_env']:.2f} (target >= 1.7 on an idle 2-core "
-        f"machine; independent processes: "
+        f"{figures['async_2_over_one_env']:.2f}; twin 2 worker processes / one env = "
+        f"{ours[2]:.2f} with 2 envs, {ours[4]:.2f} with 4, {ours[8]:.2f} with 8 (target >= 1.7 "
+        f"on an idle 2-core machine; independent processes: "
         f"{figures['twin_2_envs_2_workers_independent_processes_over_one_env']:.2f})"
     )
     emit_json("bench_env", figures)

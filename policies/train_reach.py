@@ -6,7 +6,8 @@
         --steps 40000 --out reach_dr.onnx      # fine-tune with randomisation (reach.md)
 
 The environments run in gymnasium's ``AsyncVectorEnv`` (``--vector async``, one process per
-environment, ``policies/vector.py``); ``--vector sync`` steps them in this process.
+environment, ``policies/vector.py``); ``--vector sync`` steps them in this process, ``--vector
+twin`` in the twin's ``TwinVectorEnv`` (one worker process per core, ``twin/env/vector.py``).
 ``--randomize`` turns on the environment's domain randomisation (``twin/env/randomization.py``).
 ``--init-from`` starts the actor from a shipped ONNX policy's MLP and trains only the critics for
 ``--freeze-actor-steps`` gradient steps before the actor learns too (a fresh critic would
@@ -64,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--physics-dt", type=float, default=None, help="sim physics step (s) for training only"
     )
     ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--vector", choices=("async", "sync"), default="async")
+    ap.add_argument("--vector", choices=("async", "sync", "twin"), default="async")
     ap.add_argument("--randomize", action="store_true", help="domain randomisation on")
     ap.add_argument("--init-from", type=pathlib.Path, default=None, help="actor from an .onnx")
     ap.add_argument("--freeze-actor-steps", type=int, default=3_000)

@@ -1,7 +1,9 @@
 """Gymnasium's vector environments (``AsyncVectorEnv``: one process per worker, sharing nothing)
-behind stable-baselines3's ``VecEnv`` interface, so the training scripts step them directly.
+or the twin's (``TwinVectorEnv``, ``twin/env/vector.py``: worker processes exchanging through
+shared memory) behind stable-baselines3's ``VecEnv`` interface, so the training scripts step
+them directly.
 
-    envs = make_gym_vector("twin/Reach-v0", n_envs=2, seed=0, mode="async", randomize=True)
+    envs = make_gym_vector("twin/Reach-v0", n_envs=2, seed=0, mode="twin", randomize=True)
     model = SAC("MlpPolicy", Sb3VectorEnv(envs))
 
 The vector env resets a finished worker in the same step (``AutoresetMode.SAME_STEP``); its last
@@ -17,22 +19,27 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
 import twin  # noqa: F401  (registers the environment ids)
 
+#: ``make_gym_vector``'s modes: gymnasium's vector envs and the twin's.
+VECTOR_MODES = ("async", "sync", "twin")
+
 
 def make_gym_vector(
     env_id: str, n_envs: int, seed: int, mode: str = "async", **env_kwargs
 ) -> gym.vector.VectorEnv:
     """``n_envs`` copies of ``env_id`` in gymnasium's ``"async"`` (processes) or ``"sync"``
-    vector env, autoresetting in the same step; worker ``i`` is seeded ``seed + i`` on the first
-    reset."""
-    if mode not in ("async", "sync"):
-        raise ValueError(f"vector mode must be 'async' or 'sync', got {mode!r}")
-    envs = gym.make_vec(
-        env_id,
-        num_envs=n_envs,
-        vectorization_mode=mode,
-        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-        **env_kwargs,
-    )
+    vector env or in the twin's ``"twin"`` (``TwinVectorEnv``, one worker process per core),
+    autoresetting in the same step; env ``i`` is seeded ``seed + i`` on the first reset."""
+    if mode not in VECTOR_MODES:
+        raise ValueError(f"vector mode must be one of {VECTOR_MODES}, got {mode!r}")
+    same_step = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+    if mode == "twin":  # the ids' vector_entry_point takes its options as keywords
+        envs = gym.make_vec(
+            env_id, n_envs, vectorization_mode="vector_entry_point", **same_step, **env_kwargs
+        )
+    else:
+        envs = gym.make_vec(
+            env_id, n_envs, vectorization_mode=mode, vector_kwargs=same_step, **env_kwargs
+        )
     envs.reset(seed=seed)
     return envs
 

@@ -4,13 +4,15 @@ gymnasium's info layout and autoreset rules; errors in workers surface with thei
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
 import twin  # noqa: F401  (registers the environment ids)
-from twin.env.vector import TwinVectorEnv, VectorWorkerError
+from twin.env.vector import MAX_SPIN_S, TwinVectorEnv, VectorWorkerError
 
 N_ENVS = 3
 N_STEPS = 104  # past the 100-step time limit: the autoreset is compared too
@@ -21,8 +23,11 @@ MODES = {
     "sync": ("sync", {}),
     "async": ("async", {}),
     "twin 2 workers": ("vector_entry_point", {"num_workers": 2}),
+    "twin 2 workers, blocking hand-off": ("vector_entry_point", {"num_workers": 2, "spin_s": 0.0}),
+    "twin 2 pinned workers": ("vector_entry_point", {"num_workers": 2, "pin": True}),
     "twin, main + 1 worker": ("vector_entry_point", {"num_workers": 2, "in_main": True}),
     "twin 1 worker": ("vector_entry_point", {"num_workers": 1}),
+    "twin, all in main": ("vector_entry_point", {"num_workers": 1, "in_main": True}),
 }
 
 
@@ -207,3 +212,112 @@ def test_an_error_in_a_worker_names_the_worker_and_the_error():
 def test_bad_worker_counts_are_refused(workers, expected):
     with pytest.raises(ValueError, match=expected):
         TwinVectorEnv([_FailingEnv, _FailingEnv], num_workers=workers)
+
+
+@pytest.mark.parametrize("spin_s", [-1e-3, MAX_SPIN_S * 2, "1ms", None])
+def test_bad_spin_times_are_refused(spin_s):
+    with pytest.raises(ValueError, match=r"spin_s must be seconds from 0 to"):
+        TwinVectorEnv([_FailingEnv], spin_s=spin_s)
+
+
+class _DyingEnv(_FailingEnv):
+    """Its process ends in the middle of its second step (a crash the env cannot report)."""
+
+    def __init__(self) -> None:
+        super().__init__(fail_at=99)
+
+    def step(self, action):
+        if self.t == 1:
+            os._exit(3)
+        return super().step(action)
+
+
+@pytest.mark.parametrize("spin_s", [0.0, 1e-3])
+def test_a_worker_that_dies_mid_step_is_reported_not_waited_for(spin_s):
+    envs = TwinVectorEnv([_DyingEnv, lambda: _FailingEnv(fail_at=99)], num_workers=2, spin_s=spin_s)
+    try:
+        envs.reset(seed=0)
+        envs.step(np.zeros((2, 1), np.float32))
+        with pytest.raises(VectorWorkerError, match=r"worker process 0 exited .*exit code 3"):
+            envs.step(np.zeros((2, 1), np.float32))
+        with pytest.raises(VectorWorkerError, match=r"a worker process was lost; close"):
+            envs.step(np.zeros((2, 1), np.float32))  # no more steps after a lost worker
+    finally:
+        envs.close()
+    assert not any(p.is_alive() for p in envs.processes)
+
+
+def test_an_error_in_the_main_block_leaves_the_workers_in_step():
+    """The main's own block raises; the workers' answers of that step are still taken, so the
+    next step gives every env's own next step."""
+    envs = TwinVectorEnv(
+        [_FailingEnv, lambda: _FailingEnv(fail_at=99)], num_workers=2, in_main=True
+    )
+    try:
+        envs.reset(seed=0)
+        envs.step(np.zeros((2, 1), np.float32))
+        with pytest.raises(RuntimeError, match="the arm left the table"):
+            envs.step(np.zeros((2, 1), np.float32))
+        obs, _, _, _, info = envs.step(np.array([[0.25], [0.75]], np.float32))
+    finally:
+        envs.close()
+    assert info["t"].tolist() == [3, 3]
+    np.testing.assert_array_equal(obs, [[0.25, 0.25], [0.75, 0.75]])
+
+
+def test_spawned_workers_step_alike_with_single_threaded_libraries():
+    """``context="spawn"``: the workers import numpy afresh, with one BLAS thread (the
+    ``OPENBLAS_NUM_THREADS`` they start with), and step as forked ones do."""
+    obs, before = [], {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    for context in ("fork", "spawn"):
+        envs = gym.make_vec("twin/Reach-v0", 2, num_workers=2, context=context)
+        try:
+            envs.reset(seed=2)
+            obs.append(envs.step(np.full((2, 6), 0.3, np.float32))[0])
+            threads = [len(os.listdir(f"/proc/{p.pid}/task")) for p in envs.processes]
+        finally:
+            envs.close()
+        assert threads == [1, 1], context
+    np.testing.assert_array_equal(obs[0], obs[1])
+    assert {k: os.environ.get(k) for k in before} == before  # this process's are as they were
+
+
+def test_pinned_workers_run_on_their_own_cores():
+    envs = TwinVectorEnv([_FailingEnv] * 2, num_workers=2, pin=True)
+    try:
+        cores = [os.sched_getaffinity(p.pid) for p in envs.processes]
+    finally:
+        envs.close()
+    n = os.cpu_count()
+    assert cores == [{0}, {1 % n}]
+
+
+def test_the_training_adapter_gives_the_same_transitions_over_the_twin_vector_env():
+    """``policies/vector.py``: SB3's view (``Sb3VectorEnv``) of the twin's vector env equals its
+    view of gymnasium's sync one, the time-limit reset (``terminal_observation``) included."""
+    pytest.importorskip("stable_baselines3")
+    from twin.policies.vector import Sb3VectorEnv, make_gym_vector
+
+    actions = np.random.default_rng(1).uniform(-1, 1, (101, 2, 6)).astype(np.float32)
+    runs = []
+    for mode in ("sync", "twin"):
+        envs = Sb3VectorEnv(make_gym_vector("twin/Reach-v0", 2, seed=4, mode=mode))
+        try:
+            steps = [envs.reset()]
+            for a in actions:
+                envs.step_async(a)
+                steps.append(envs.step_wait())
+        finally:
+            envs.close()
+        runs.append(steps)
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    for t, (a, b) in enumerate(zip(runs[0][1:], runs[1][1:])):
+        for x, y in zip(a[:3], b[:3]):
+            np.testing.assert_array_equal(x, y, err_msg=str(t))
+        assert [sorted(i) for i in a[3]] == [sorted(i) for i in b[3]], t
+    final = runs[1][100]  # step 100: both time out, reset in the same step
+    assert final[2].all() and all(i["TimeLimit.truncated"] for i in final[3])
+    for i in range(2):
+        np.testing.assert_array_equal(
+            final[3][i]["terminal_observation"], runs[0][100][3][i]["terminal_observation"]
+        )

@@ -6,10 +6,12 @@ memory, for throughput on a few cores.
 
 Each worker process steps a contiguous block of the environments (``num_workers`` defaults to
 one per core, at most one per environment). Per vector step the main process writes the actions
-(num_envs, *action_shape) into shared memory and wakes each worker with one byte on its pipe;
-the worker steps its environments, writes observations, rewards, terminations, truncations and
-the scalar ``info`` values into shared memory and answers with an empty message. Only what does
-not fit that layout travels pickled through the pipe: an ``info`` whose keys change or whose
+(num_envs, *action_shape) into shared memory and posts each worker's semaphore; the worker
+steps its environments, writes observations, rewards, terminations, truncations and the scalar
+``info`` values into shared memory, and the last worker to finish posts the main's semaphore
+(``twin/env/handoff.py``: each side polls for ``spin_s`` before it blocks, so that in a steady
+loop nobody sleeps and no idle core has to be woken). Only what does not fit that layout
+travels pickled through each worker's pipe: an ``info`` whose keys change or whose
 values are not scalars (e.g. ``final_info`` / ``final_obs`` of ``AutoresetMode.SAME_STEP``),
 resets, ``call`` / ``get_attr`` / ``set_attr`` and errors. The results are gymnasium's: the
 same autoreset modes (``AutoresetMode``, default ``NEXT_STEP``), the seeding rule (``reset(seed=s)``
@@ -44,11 +46,21 @@ from gymnasium.vector.utils import (
     read_from_shared_memory,
 )
 
+from twin.env.handoff import SPIN_S, Handoff
+
 #: Scalar ``info`` values per environment that travel through shared memory (more go pickled).
 INFO_SLOTS = 16
 #: Seconds ``close`` waits for a worker to exit before terminating it.
 CLOSE_TIMEOUT_S = 5.0
-_STEP = b"s"  # the step command: the whole message
+#: Largest ``spin_s`` (s): a longer poll would only burn the cores.
+MAX_SPIN_S = 0.1
+#: ``TwinVectorEnv``'s own keywords (``make_vector_env`` passes the others to the envs).
+_OPTIONS = ("num_workers", "in_main", "autoreset_mode", "copy", "context", "spin_s", "pin")
+#: Thread pools of the numeric libraries, set to one thread in the workers: a worker is one
+#: core's share (read by a worker that imports them afresh: the ``spawn`` / ``forkserver``
+#: start methods; a forked worker keeps none of the parent's threads).
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                     "NUMBA_NUM_THREADS")  # fmt: skip
 #: Info values that go through shared memory, as gymnasium batches them into typed arrays (it
 #: batches a ``numpy.bool_`` into an object array: those go pickled).
 _SCALARS = (bool, int, float, np.integer, np.floating)
@@ -183,8 +195,12 @@ class _WorkerEnvs:
         return [None] * len(self.envs)
 
 
-def _worker(env_fns: CloudpickleWrapper, first: int, shared: _Shared, mode, conn) -> None:
-    """A worker process: build its environments, report their spaces, serve commands."""
+def _worker(
+    env_fns: CloudpickleWrapper, first: int, shared: _Shared, mode, handoff: Handoff, w: int,
+    spin_s: float, conn,
+) -> None:  # fmt: skip
+    """Worker process ``w``: build its environments, report their spaces, serve steps and
+    commands (``twin/env/handoff.py``) until ``close`` or until the main process is gone."""
     try:
         envs = [fn() for fn in env_fns.fn]
         conn.send(("ok", _describe(envs[0])))
@@ -194,13 +210,25 @@ def _worker(env_fns: CloudpickleWrapper, first: int, shared: _Shared, mode, conn
     block = _WorkerEnvs(envs, first, shared, mode)
     handlers = {"reset": block.reset, "call": block.call, "set_attr": block.set_attr,
                 "close": block.close}  # fmt: skip
+    parent = os.getppid()
+
+    def check_main() -> None:
+        if os.getppid() != parent:
+            raise SystemExit(0)  # the main process is gone: nobody to step for
+
     while True:
+        if handoff.wait_go(w, spin_s, check_main):
+            try:
+                unusual = block.step()
+                answer = pickle.dumps(unusual) if unusual else None
+            except Exception as e:
+                answer = b"E" + pickle.dumps((repr(e), traceback.format_exc()))
+            handoff.finish_step(w, answer is not None)
+            if answer is not None:  # after ``done``: the main reads it, a full pipe cannot block
+                conn.send_bytes(answer)
+            continue
         message = conn.recv_bytes()
         try:
-            if message == _STEP:
-                unusual = block.step()
-                conn.send_bytes(pickle.dumps(unusual) if unusual else b"")
-                continue
             command, *args = pickle.loads(message)
             conn.send(("ok", handlers[command](*args)))
             if command == "close":
@@ -219,7 +247,10 @@ class TwinVectorEnv(VectorEnv):
     process fewer to wake and to share the cores with; the calling process is idle during a step
     otherwise). autoreset_mode: gymnasium's ``AutoresetMode``; copy: return copies of the
     observations (else views into shared memory, overwritten by the next step); context: a
-    ``multiprocessing`` start method (default: the platform's).
+    ``multiprocessing`` start method (default: the platform's); spin_s: seconds a waiting side
+    polls before it blocks (``twin/env/handoff.py``; 0: block at once); pin: pin worker process
+    ``k`` to core ``(k + in_main) % os.cpu_count()`` (for an otherwise idle machine: on a
+    loaded one a pinned worker cannot move off a busy core).
     """
 
     def __init__(
@@ -231,6 +262,8 @@ class TwinVectorEnv(VectorEnv):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         copy: bool = True,
         context: str | None = None,
+        spin_s: float = SPIN_S,
+        pin: bool = False,
     ) -> None:
         n = len(env_fns)
         if n < 1:
@@ -241,20 +274,24 @@ class TwinVectorEnv(VectorEnv):
                 f"num_workers must be an integer from 1 to the number of environments ({n}), "
                 f"got {num_workers!r}"
             )
+        if not (isinstance(spin_s, int | float) and 0.0 <= spin_s <= MAX_SPIN_S):
+            raise ValueError(f"spin_s must be seconds from 0 to {MAX_SPIN_S}, got {spin_s!r}")
         self.num_envs, self.num_workers, self.copy = n, workers, copy
+        self.spin_s, self.pin = float(spin_s), bool(pin)
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         # blocks as even as they can be: block w holds envs bounds[w] .. bounds[w + 1] - 1
         self._bounds = [round(w * n / workers) for w in range(workers + 1)]
         self._conns, self.processes = [], []
         self._local: _WorkerEnvs | None = None
         self._closed = False
+        self._lost: str | None = None
         try:
-            self._start(mp.get_context(context), env_fns, in_main)
+            self._start(mp.get_context(context), env_fns, in_main, self.pin)
         except Exception:
             self.close()
             raise
 
-    def _start(self, ctx, env_fns, in_main: bool) -> None:
+    def _start(self, ctx, env_fns, in_main: bool, pin: bool) -> None:
         probe = env_fns[0]()  # the spaces, for the shared memory's layout
         obs_space, act_space = probe.observation_space, probe.action_space
         self.shared = _Shared(ctx, obs_space, act_space, self.num_envs)
@@ -265,18 +302,23 @@ class TwinVectorEnv(VectorEnv):
             described.append(_describe(probe))
         else:
             probe.close()
-        for w in range(int(in_main), self.num_workers):
+        self._handoff = Handoff(ctx, self.num_workers - int(in_main))
+        for k, w in enumerate(range(int(in_main), self.num_workers)):
             lo, hi = self._bounds[w], self._bounds[w + 1]
             parent, child = ctx.Pipe()
             fns = CloudpickleWrapper(list(env_fns[lo:hi]))
             process = ctx.Process(
                 target=_worker,
-                args=(fns, lo, self.shared, self.autoreset_mode, child),
+                args=(fns, lo, self.shared, self.autoreset_mode, self._handoff, k, self.spin_s,
+                      child),
                 name=f"TwinVectorEnv-{w}",
                 daemon=True,
-            )
-            process.start()
+            )  # fmt: skip
+            with _single_threaded_libraries():
+                process.start()
             child.close()
+            if pin:
+                os.sched_setaffinity(process.pid, {w % (os.cpu_count() or 1)})
             self._conns.append(parent)
             self.processes.append(process)
         described += self._gather(lambda c: c.recv())
@@ -294,10 +336,12 @@ class TwinVectorEnv(VectorEnv):
         self._schemas: list[tuple | None] = [None] * self.num_envs
 
     # -- protocol -------------------------------------------------------------------------
-    def _gather(self, receive) -> list:
-        """Each worker process's answer (in worker order), raising the workers' errors."""
+    def _gather(self, receive, workers: list[int] | None = None) -> list:
+        """The answer of each worker process (``workers``, default all) in worker order,
+        raising the workers' errors."""
         answers, errors = [], []
-        for w, conn in enumerate(self._conns):
+        for w in range(len(self._conns)) if workers is None else workers:
+            conn = self._conns[w]
             try:
                 answer = receive(conn)
             except EOFError:
@@ -317,18 +361,46 @@ class TwinVectorEnv(VectorEnv):
         """Run ``command`` on every block (with its part of ``per_env``); results per env."""
         self._check_open()
         first = int(self._local is not None)
-        for w, conn in enumerate(self._conns, start=first):
+        for k, (w, conn) in enumerate(enumerate(self._conns, start=first)):
             block = [] if per_env is None else [per_env[self._bounds[w] : self._bounds[w + 1]]]
             conn.send_bytes(pickle.dumps((command, *block, *args)))
+            self._handoff.send_command(k)
         results = []
         if self._local is not None:
             block = [] if per_env is None else [per_env[: self._bounds[1]]]
             results = getattr(self._local, command)(*block, *args)
         return results + [x for answer in self._gather(_recv_object) for x in answer]
 
+    def _wait_workers(self) -> list:
+        """The worker processes' answers to the step just started (what did not fit the shared
+        layout). Interrupted (e.g. ``KeyboardInterrupt``), the env takes no more steps: the
+        workers' answers would be read as the next step's."""
+        # the main polls only once it has stepped its own block: else a third process on the cores
+        spin_s = self.spin_s if self._local is not None else 0.0
+        try:
+            answering = self._handoff.wait_step(spin_s, self._check_workers)
+            return self._gather(_recv_object, answering)
+        except VectorWorkerError:
+            raise
+        except BaseException:
+            self._lost = self._lost or "the main process stopped waiting in the middle of a step"
+            raise
+
+    def _check_workers(self) -> None:
+        """Raise if a worker process has exited (called while the main waits for a step)."""
+        gone = [f"worker process {w} exited (pid {p.pid}, exit code {p.exitcode})"
+                for w, p in enumerate(self.processes) if not p.is_alive()]  # fmt: skip
+        if gone:
+            self._lost = "\n".join(gone)  # the step protocol's state is lost: no more steps
+            raise VectorWorkerError(self._lost)
+
     def _check_open(self) -> None:
         if self._closed:
             raise gym.error.ClosedEnvironmentError("this TwinVectorEnv is closed")
+        if self._lost is not None:
+            raise VectorWorkerError(
+                f"a worker process was lost; close this vector env:\n{self._lost}"
+            )
 
     # -- VectorEnv API --------------------------------------------------------------------
     def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict | None = None):
@@ -355,11 +427,17 @@ class TwinVectorEnv(VectorEnv):
         else:
             for i, action in enumerate(iterate(self.action_space, actions)):
                 _assign(s.actions, i, action)
-        for conn in self._conns:
-            conn.send_bytes(_STEP)
-        unusual = {} if self._local is None else self._local.step()
-        for answer in self._gather(_recv_step):
+        self._handoff.start_step()
+        unusual, local_error = {}, None
+        try:
+            if self._local is not None:
+                unusual = self._local.step()
+        except Exception as e:  # raised once the workers have answered: the next step is in step
+            local_error = e
+        for answer in self._wait_workers():
             unusual.update(answer)
+        if local_error is not None:
+            raise local_error
         return (
             self._observations(),
             s.rewards.copy(),
@@ -370,7 +448,9 @@ class TwinVectorEnv(VectorEnv):
 
     def _observations(self):
         obs = self.shared.observations
-        return copy.deepcopy(obs) if self.copy else obs
+        if not self.copy:
+            return obs
+        return obs.copy() if isinstance(obs, np.ndarray) else copy.deepcopy(obs)
 
     def _infos(self, unusual: dict) -> dict:
         """The vector info (gymnasium's layout) from the shared values and the pickled rest."""
@@ -420,9 +500,10 @@ class TwinVectorEnv(VectorEnv):
         if self._closed:
             return
         self._closed = True
-        for conn in self._conns:
+        for k, conn in enumerate(self._conns):
             with contextlib.suppress(OSError):
                 conn.send_bytes(pickle.dumps(("close",)))
+                self._handoff.send_command(k)
         if self._local is not None:
             self._local.close()
         for process in self.processes:
@@ -434,6 +515,18 @@ class TwinVectorEnv(VectorEnv):
             conn.close()
 
 
+@contextlib.contextmanager
+def _single_threaded_libraries():
+    """``_THREAD_VARIABLES`` set to 1 (where the user set none) while a worker starts."""
+    unset = [name for name in _THREAD_VARIABLES if name not in os.environ]
+    os.environ.update(dict.fromkeys(unset, "1"))
+    try:
+        yield
+    finally:
+        for name in unset:
+            os.environ.pop(name, None)
+
+
 def _describe(env: gym.Env) -> tuple:
     return env.observation_space, env.action_space, env.metadata, env.render_mode
 
@@ -443,18 +536,12 @@ def _recv_object(conn):
     return data if data[:1] == b"E" else pickle.loads(data)
 
 
-def _recv_step(conn):
-    data = conn.recv_bytes()
-    return data if data[:1] == b"E" else (pickle.loads(data) if data else {})
-
-
 def make_vector_env(env_id: str, num_envs: int, **kwargs: Any) -> TwinVectorEnv:
     """The ``vector_entry_point`` of the twin ids (``twin/env/registration.py``): ``num_envs``
     of ``gymnasium.make(env_id, **kwargs)`` in a ``TwinVectorEnv``. Its own keywords
-    ``num_workers``, ``autoreset_mode``, ``copy`` and ``context`` are taken out of ``kwargs``."""
+    (``_OPTIONS``) are taken out of ``kwargs``."""
     options = {
-        key: kwargs.pop(key) for key in ("num_workers", "in_main", "autoreset_mode", "copy", "context")
-        if key in kwargs
+        key: kwargs.pop(key) for key in _OPTIONS if key in kwargs
     }  # fmt: skip
     env_fn = _EnvFn(env_id, kwargs)
     return TwinVectorEnv([env_fn] * num_envs, **options)
