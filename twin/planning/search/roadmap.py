@@ -38,8 +38,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
 
 from twin.planning.collision.checker import CollisionChecker
 
@@ -89,6 +87,10 @@ class Roadmap:
         self._rows = nodes.tolist()
         self._dist = self._pred = None
         if len(a) > 0 and n <= TABLE_NODES:  # shortest paths between all nodes (module doc)
+            # scipy on first use: importing the planner does not load it (about 1-2 s)
+            from scipy.sparse import csr_matrix
+            from scipy.sparse.csgraph import shortest_path
+
             graph = csr_matrix(
                 (
                     np.concatenate((length, length)),
