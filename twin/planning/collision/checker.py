@@ -288,6 +288,21 @@ class CollisionChecker(MotionChecker):
         self._count()
         return ok.view(bool), width if want else None
 
+    def certified(self, q: np.ndarray, dq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(free (N,), certified half width (N,)) of configurations q (N, n) rad on curves whose
+        joints move at most ``dq`` (N, n) rad per unit of their parameter (a segment's joint
+        steps, a blend's largest speeds): a free sample's curve stays free within that half
+        width of the parameter (module doc). Outside the limits: not free, width 0."""
+        q = np.atleast_2d(np.asarray(q, dtype=float))
+        ok = self.within_limits(q)
+        if ok.all():  # the common case (a blend inside the box of its corners)
+            return self._evaluate(q, dq)
+        width = np.zeros(len(q))
+        idx = np.flatnonzero(ok)
+        if len(idx):
+            ok[idx], width[idx] = self._evaluate(q[idx], np.asarray(dq, dtype=float)[idx])
+        return ok, width
+
     # ------------------------------------------------------------------------------ segments
     def steps(self, qa: np.ndarray, qb: np.ndarray) -> np.ndarray:
         """Steps (K,) >= 1 of ``2 margin / D`` along segments qa -> qb (K, n) (module doc)."""

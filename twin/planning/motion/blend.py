@@ -10,17 +10,26 @@ never overlap and each is checked on its own.
 
 Search (per way-point): the blend is scaled by a factor ``f`` in (0, 1] of its largest allowed
 size (entry ``f * half the incoming segment``, exit ``f * half the outgoing one``); factors
-``1, 1/2, 1/4, ... 1/32`` are tried, the largest free one kept, and between it and the colliding
-one above it the bracket is narrowed by ``REFINEMENTS`` bisection steps. The joint way-points
-of a path are searched together (``joint_blend_searches``): the ladders of all of them probed
-in one checker batch (every ``PROBE_STRIDE``-th sample, so that the large blends that collide
-cost a few samples), the largest factor that passed checked in full (usually one more batch),
-then one batch per bisection step; the same radii as one way-point and one factor at a time, in
-about 8 checker calls a path instead of up to 12 a way-point (on the stored shelf and cage
-queries those calls were a third of the tail's time). So the reported radius is verified free, and the smallest radius found colliding
-above it (if any) is reported too (``BlendSearch.colliding``): "the largest free radius" to
-within ``largest size / 2^(REFINEMENTS + 1)`` (1/128 of it). Like the reference, a smaller
-non-zero radius is not guaranteed free.
+``1, 1/2, 1/4, ... 1/32`` are tried, the largest free one kept, and the bracket between it and
+the colliding one above it is narrowed to 1/64 of its width (linear way-points: ``REFINEMENTS``
+bisection steps). The joint way-points of a path are searched together
+(``joint_blend_searches``), in at most five checker batches a path: the largest blend of all
+of them (usually free far from obstacles: one batch), the rest of the ladder of those where it
+collides, then ``ROUNDS`` rounds that check ``PARTS - 1`` factors inside every bracket at once
+(the bisection's eight or nine batches, at about 80 us of Python each, were most of a
+single-corner query's blend time); every blend is checked with the certified intervals of
+``curve.blends_free`` (a fifth of the fixed-spacing samples far from obstacles; blend search on
+fixed-spacing samples was the largest stage of the stored shelf and cage tail queries). So the
+reported radius is verified free, and the smallest radius found colliding above it (if any) is
+reported too (``BlendSearch.colliding``): "the largest free radius" to within 1/128 of the
+largest size (the ladder's brackets are at most half of it wide). Like the reference, a smaller non-zero
+radius is not guaranteed free.
+
+The returned path is the executed curve's check passed (``blend_radii``): the curve of every run
+of joint way-points is built as execution builds it (``curve.build_curve``) and checked piece by
+piece (``curve.pieces_free``: its straight remainders too, which are pieces of certified segments
+but are checked on their own ends); a run with a blocked piece gets no blends (its way-points
+become stops, the path the search certified).
 
 Mixed way-points (a joint segment on one side, a linear one on the other) get ``BlendRadius(0,
 0)``: the robot stops there. The last way-point always gets zero.
@@ -33,14 +42,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from twin.planning.errors import PlanningInputError
-from twin.planning.motion.curve import Blend, MotionChecker, curve_free, piece_samples
+from twin.planning.motion.curve import (
+    MotionChecker,
+    blends_free,
+    build_curve,
+    curve_free,
+    pieces_free,
+)
 from twin.planning.motion.linear import CartesianPath, linear_motion, resolve_flange_T_tcp
 from twin.planning.requests import BlendRadius, Movement, Waypoint
 
 LADDER = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125)
+#: ``_search`` (one linear way-point at a time): bisection steps of the bracket.
 REFINEMENTS = 6
-#: The ladder of joint way-points: one sample in this many (and the ends) checked first.
-PROBE_STRIDE = 4
+#: Joint way-points (``_narrow``): rounds that split every bracket into ``PARTS`` equal parts;
+#: the same precision as ``REFINEMENTS`` bisections (4^3 = 2^6) in half the checker calls.
+ROUNDS = 3
+PARTS = 4
 
 
 @dataclass(frozen=True)
@@ -114,26 +132,17 @@ def joint_blend_searches(corners: list[tuple], checker: MotionChecker) -> list[B
     u_in = seg_in[idx] / d_in[idx, None]
     u_out = seg_out[idx] / d_out[idx, None]
 
-    def free_many(which: np.ndarray, f: np.ndarray, probe: bool) -> np.ndarray:
-        """Whether the blends of corners ``live[which]`` (B,) at factors ``f`` (B,) are free;
-        ``probe``: only whether their ends and every ``PROBE_STRIDE``-th sample are."""
-        parts = []
-        for w, fw in zip(which.tolist(), f.tolist()):
-            m = live[w]
-            e, x = 0.5 * fw * d_in[m], 0.5 * fw * d_out[m]
-            c = q[m, 1]
-            blend = Blend(c - e * u_in[w], c, c + x * u_out[w], u_in[w], u_out[w], e, x)
-            parts.append(piece_samples(blend, checker))
-        count = np.array([len(p) for p in parts])
-        owner = np.repeat(np.arange(len(parts)), count)
-        pts = np.concatenate(parts)
-        ok = np.ones(len(parts), dtype=bool)
-        if probe:
-            k = np.arange(len(pts)) - (np.cumsum(count) - count)[owner]
-            first = (k % PROBE_STRIDE == 0) | (k == count[owner] - 1)
-            owner, pts = owner[first], pts[first]
-        ok[owner[~np.asarray(checker.free(pts), dtype=bool)]] = False
-        return ok
+    corner, d_live_in, d_live_out = q[idx, 1], d_in[idx], d_out[idx]
+
+    def free_many(which: np.ndarray, f: np.ndarray) -> np.ndarray:
+        """Whether the blends of corners ``live[which]`` (B,) at factors ``f`` (B,) are free
+        (``curve.blends_free``)."""
+        e = (0.5 * f) * d_live_in[which]
+        x = (0.5 * f) * d_live_out[which]
+        c = corner[which]
+        a = c - e[:, None] * u_in[which]
+        b = c + x[:, None] * u_out[which]
+        return blends_free(a, c, b, checker)
 
     found = _narrow(free_many, len(live))
     for (good, bad), m in zip(found, live):
@@ -149,34 +158,31 @@ def joint_blend_searches(corners: list[tuple], checker: MotionChecker) -> list[B
 
 def _narrow(free_many, count: int) -> list[tuple[float, float | None]]:
     """(largest factor found free or 0, smallest found colliding above it or None) of ``count``
-    corners: the ladder of all probed (``free_many(..., probe=True)``), then of each corner its
-    largest factor that passed checked in full, the next one where that collides, and so on;
-    then ``REFINEMENTS`` bisection steps of every bracket. ``free_many(corners (B,), factors
-    (B,), probe) -> free (B,)``: one call a step, for all corners."""
+    corners: the largest blend of all of them checked in one call, the rest of the ladder of
+    those where it collides in one more, then ``ROUNDS`` rounds that split every bracket into
+    ``PARTS`` equal parts and check all the inner factors in one call.
+    ``free_many(corners (B,), factors (B,)) -> free (B,)``: one call a step, for all
+    corners."""
     ladder = np.array(LADDER)
-    which = np.repeat(np.arange(count), len(ladder))
-    ok = free_many(which, np.tile(ladder, count), True).reshape(count, len(ladder))
-    lo, hi = np.zeros(count), np.full(count, np.nan)  # nan: no colliding factor above
-    pending = np.arange(count)
-    while len(pending):
-        rows = ok[pending]
-        k = np.where(rows.any(axis=1), np.argmax(rows, axis=1), len(ladder))
-        tried = k < len(ladder)
-        free = np.zeros(len(pending), dtype=bool)
-        if tried.any():
-            free[tried] = free_many(pending[tried], ladder[k[tried]], False)
-        done = free | ~tried
-        for m, km in zip(pending[done].tolist(), k[done].tolist()):
-            lo[m] = ladder[km] if km < len(ladder) else 0.0
-            hi[m] = np.nan if km == 0 else ladder[km - 1]
-        ok[pending[~done], k[~done]] = False
-        pending = pending[~done]
+    ok = np.zeros((count, len(ladder)), dtype=bool)
+    ok[:, 0] = free_many(np.arange(count), np.ones(count))  # the largest first
+    rest = np.flatnonzero(~ok[:, 0])
+    if len(rest):  # the rest of the ladder of the corners where it collides
+        which = np.repeat(rest, len(ladder) - 1)
+        ok[rest, 1:] = free_many(which, np.tile(ladder[1:], len(rest))).reshape(len(rest), -1)
+    k = np.where(ok.any(axis=1), np.argmax(ok, axis=1), len(ladder))  # the largest free one
+    lo = np.where(k < len(ladder), ladder[np.minimum(k, len(ladder) - 1)], 0.0)
+    hi = np.where(k > 0, ladder[np.maximum(k - 1, 0)], np.nan)  # nan: no colliding one above
     open_ = np.flatnonzero((lo > 0.0) & ~np.isnan(hi))
-    for _ in range(REFINEMENTS if len(open_) else 0):
-        mid = 0.5 * (lo[open_] + hi[open_])
-        free = free_many(open_, mid, False)
-        lo[open_[free]] = mid[free]
-        hi[open_[~free]] = mid[~free]
+    inner = np.arange(1, PARTS) / PARTS
+    for _ in range(ROUNDS if len(open_) else 0):
+        f = lo[open_, None] + inner * (hi - lo)[open_, None]  # (O, PARTS - 1), ascending
+        free = free_many(np.repeat(open_, PARTS - 1), f.ravel()).reshape(f.shape)
+        top = np.where(free.any(axis=1), PARTS - 2 - np.argmax(free[:, ::-1], axis=1), -1)
+        rows = np.arange(len(open_))
+        new_lo = np.where(top >= 0, f[rows, np.maximum(top, 0)], lo[open_])
+        hi[open_] = np.where(top < PARTS - 2, f[rows, np.minimum(top + 1, PARTS - 2)], hi[open_])
+        lo[open_] = new_lo
     return [(float(a), None if np.isnan(b) else float(b)) for a, b in zip(lo, hi)]
 
 
@@ -243,9 +249,45 @@ def blend_radii(
     model=None,
     flange_T_tcp: np.ndarray | None = None,
 ) -> list[Waypoint]:
-    """The way-points with their ``blend_radius`` set to the largest verified free radius."""
+    """The way-points with their ``blend_radius`` set to the largest verified free radius; every
+    run of joint way-points whose executed curve has a blocked piece gets none (module doc)."""
     searches = blend_searches(q_start, waypoints, checker, model, flange_T_tcp)
-    return [
+    out = [
         w if s.radius == w.blend_radius else Waypoint(w.configuration, w.movement, s.radius)
         for w, s in zip(waypoints, searches)
     ]
+    for lo, hi in _blocked_runs(q_start, out, checker):
+        for i in range(lo, hi):
+            w = out[i]
+            out[i] = Waypoint(w.configuration, w.movement, BlendRadius())
+    return out
+
+
+def _blocked_runs(q_start: object, waypoints: list[Waypoint], checker: MotionChecker) -> list:
+    """(lo, hi): the way-points ``lo .. hi - 1`` of each run of joint segments with a blend whose
+    executed curve (``build_curve``, as ``execute.joint_curve`` builds it) has a blocked piece;
+    the pieces of all runs checked in one ``pieces_free`` call."""
+    q = [np.asarray(q_start, dtype=float)] + [w.configuration for w in waypoints]
+    runs, pieces, owner = [], [], []
+    i = 0
+    while i < len(waypoints):
+        if waypoints[i].movement is not Movement.JOINT:
+            i += 1
+            continue
+        j = i
+        while j < len(waypoints) and waypoints[j].movement is Movement.JOINT:
+            j += 1
+        radii = [waypoints[k].blend_radius for k in range(i, j - 1)]  # interior vertices
+        if any(r.entry > 0.0 or r.exit > 0.0 for r in radii):
+            entry = [0.0] + [r.entry for r in radii] + [0.0]
+            exit_ = [0.0] + [r.exit for r in radii] + [0.0]
+            curve = build_curve(np.array(q[i : j + 1]), entry, exit_)
+            pieces.extend(curve.pieces)
+            owner.extend([len(runs)] * len(curve.pieces))
+            runs.append((i, j))
+        i = j
+    if not pieces:
+        return []
+    ok = pieces_free(pieces, checker)
+    bad = set(np.asarray(owner)[~ok].tolist())
+    return [r for k, r in enumerate(runs) if k in bad]
