@@ -97,6 +97,7 @@ class EmulatedServo:
         #: While the servo holds a position servo-side: what a new Goal Position alone changes
         #: (the chain's fast path for the cycle's SYNC_WRITE); None otherwise.
         self.goal_drive: tuple | None = None
+        self.goal_fields: dict = {}  # the holding drive's fields (``Drive``), with goal_drive
 
     @property
     def id(self) -> int:
@@ -293,6 +294,7 @@ class ServoChainEmulator:
                 kd=kd,
                 torque_limit=limit,
             )
+            s.goal_fields = dict(drive.__dict__)  # what a new goal alone keeps (_write_goal)
         elif mode == OperatingMode.VELOCITY:
             kv = get(XTable.VELOCITY_P_GAIN) / 128.0 * unit / vel_unit
             qd_goal = direction * get(XTable.GOAL_VELOCITY) * vel_unit
@@ -493,13 +495,8 @@ class ServoChainEmulator:
             return False  # _write answers DATA_LIMIT (unheard: a sync write has no status)
         address = XTable.GOAL_POSITION.address
         s.table[address : address + 4] = data
-        drive = Drive(
-            DriveKind.PD,
-            q_goal=direction * (float(value) - zero) / tpr,
-            kp=kp,
-            kd=kd,
-            torque_limit=limit,
-        )
+        drive = object.__new__(Drive)  # frozen: filled directly, as ``Drive(...)`` would be
+        drive.__dict__.update(s.goal_fields, q_goal=direction * (float(value) - zero) / tpr)
         self.source.set_goal(j, drive)  # the drive _update_drive set, with a new goal
         return True
 
