@@ -206,7 +206,9 @@ class DynamixelBus(LinkedDevice):
         """Send the instruction's wire bytes ``raw``; the status packets of ``reply_ids`` in
         order, not yet checked. ``reply_bytes``: the answer's size, if known (``_collect``)."""
         with self._txn:
-            if not reply_ids and self._init_thread is None:  # the cycle's goal: no reply to wait for
+            if (
+                not reply_ids and self._init_thread is None
+            ):  # the cycle's goal: no reply to wait for
                 self.link.write(raw)  # (the next replied instruction forgets what came before)
                 self.stats.transactions += 1
                 return []

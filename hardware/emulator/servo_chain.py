@@ -286,7 +286,7 @@ class ServoChainEmulator:
                 lo, hi = get(XTable.MIN_POSITION_LIMIT), get(XTable.MAX_POSITION_LIMIT)
             else:
                 lo, hi = -Units.EXTENDED_POSITION_LIMIT, Units.EXTENDED_POSITION_LIMIT
-            s.goal_drive = (j, direction, zero, tpr, kp, kd, limit, lo, hi)
+            s.goal_drive = (j, direction, zero, tpr, lo, hi)
             drive = Drive(
                 DriveKind.PD,
                 q_goal=direction * (float(get(XTable.GOAL_POSITION)) - zero) / tpr,
@@ -489,7 +489,7 @@ class ServoChainEmulator:
         g = s.goal_drive
         if g is None or len(data) != 4:
             return False
-        j, direction, zero, tpr, kp, kd, limit, lo, hi = g
+        j, direction, zero, tpr, lo, hi = g
         value = int.from_bytes(data, "little", signed=True)
         if not lo <= value <= hi:
             return False  # _write answers DATA_LIMIT (unheard: a sync write has no status)
