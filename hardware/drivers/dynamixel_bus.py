@@ -518,9 +518,15 @@ class DynamixelBus(LinkedDevice):
                 alert = _NO_ALERTS.setdefault(len(err), _no_alerts(len(err)))
         if layout.fast:
             self.stats.fast_reads += 1
-        return PresentValues(
-            layout.ids, records["current"], records["velocity"], records["position"], alert
+        out = object.__new__(PresentValues)  # frozen: filled directly (its __init__ costs more)
+        out.__dict__.update(
+            ids=layout.ids,
+            current=records["current"],
+            velocity=records["velocity"],
+            position=records["position"],
+            alert=alert,
         )
+        return out
 
     def set_torque(self, ids: Sequence[int], enabled: bool) -> None:
         self.sync_write_register(XTable.TORQUE_ENABLE, {pid: int(enabled) for pid in ids})
@@ -537,6 +543,12 @@ class DynamixelBus(LinkedDevice):
 
 
 _NO_ALERTS: dict[int, np.ndarray] = {}  # read-only all-False alert arrays, by servo count
+
+
+def alerts_clear(alert: np.ndarray) -> bool:
+    """Whether no servo of a reading's ``alert`` (n,) bool is set (the shared all-False array of
+    an answer without errors is known at once)."""
+    return alert is _NO_ALERTS.get(alert.size) or not alert.any()
 
 
 def _no_alerts(n: int) -> np.ndarray:
