@@ -31,6 +31,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from twin.hardware.clock import SPIN_US
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
 from twin.hardware.emulator.sources import LIMP, Drive, DriveKind, PhysicsSource
@@ -346,8 +347,10 @@ class ServoChainEmulator:
             delay = self.reply_delay_s + servo.get(XTable.RETURN_DELAY_TIME) * Units.RETURN_DELAY_S
             due += delay + len(raw) * byte_s
             wait = due - time.perf_counter()
-            if wait > 0:
+            if wait > SPIN_US * 1e-6:  # a shorter wait is spun (MonotonicClock.sleep_until)
                 time.sleep(wait)
+            while time.perf_counter() < due:
+                pass
             self.port.write(raw)
         self._wire_free = due
 
@@ -413,18 +416,19 @@ class ServoChainEmulator:
         """The aggregate status of a fast read of ``(id, address, length)`` items (module doc):
         a block is always ``length`` data bytes, zeros with ACCESS for a range it cannot read."""
         blocks = []
+        servos, faults = self.servos, self._faults
         for pid, address, length in items:
-            s = self.servos.get(pid)
-            if s is None or (self._faults is not None and self._faults.take_frame_drop(pid)):
+            s = servos.get(pid)
+            if s is None or (faults is not None and faults.take_frame_drop(pid)):
                 break  # an absent or silent servo breaks the chain: the rest never answer
             if address + length > XTable.SIZE or length == 0:
-                blocks.append(dxl.StatusPacket(pid, s.err(StatusError.ACCESS), bytes(length)))
+                blocks.append((s.err(StatusError.ACCESS), pid, bytes(length)))
             else:
-                blocks.append(self._read(s, address, length))
+                blocks.append((s.err(), pid, s.table[address : address + length]))
         if not blocks:
             return []
         length = dxl.fast_status_length([n for _, _, n in items])
-        return [(self.servos[items[0][0]], dxl.encode_fast_status(blocks, length))]
+        return [(servos[items[0][0]], dxl.fast_status_wire(length, blocks))]
 
     def _unicast(self, s: EmulatedServo, inst: int, params: bytes) -> dxl.StatusPacket | None:
         try:
