@@ -158,6 +158,9 @@ class ServoTargets:
         )
 
 
+_NO_CLAMP: dict[int, float] = {}  # a command's targets: nothing clamped (never written to)
+
+
 class ArmBus:
     """The arm's servos on ``bus`` (module doc)."""
 
@@ -177,6 +180,7 @@ class ArmBus:
         self._gains: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._sent_gains: tuple[np.ndarray, np.ndarray] | None = None  # the arrays last sent
         self._gain_cache: tuple | None = None
+        self._work = np.empty(len(self.ids))  # servo_targets' scratch row
         self._goal_writer = GoalWriter(XTable.GOAL_POSITION, self.ids)
         self._current_writer = GoalWriter(XTable.GOAL_CURRENT, self.ids)
 
@@ -252,15 +256,13 @@ class ArmBus:
         except TransportError:
             raw = self._read_fallback()
         m = self.map
-        arrays = (
-            m.q_from_ticks(raw[0]),
-            m.qd_from_units(raw[1]),
-            m.tau_from_current(raw[2]),
-            np.asarray(raw[3], bool),
-        )
-        for a in arrays:
-            a.flags.writeable = False
-        return JointReading(*arrays)
+        q, qd, tau = m.q_from_ticks(raw[0]), m.qd_from_units(raw[1]), m.tau_from_current(raw[2])
+        alert = np.asarray(raw[3], bool)
+        q.flags.writeable = qd.flags.writeable = tau.flags.writeable = False
+        alert.flags.writeable = False
+        out = object.__new__(JointReading)  # frozen: filled directly (its __init__ costs more)
+        out.__dict__.update(q=q, qd=qd, tau=tau, alert=alert)
+        return out
 
     def _read_fallback(self) -> tuple[np.ndarray, ...]:
         """After a lost reply: one SYNC_READ keeps every intact reply, then one READ per servo
@@ -296,17 +298,22 @@ class ArmBus:
         ``hold``) a goal is beyond the servo's range. A ``hold`` (the arm's own reading: a park,
         a safe hold) is never refused for its goal: it is clamped to the range (``clamped``)."""
         m = self.map
-        key = (cmd.kp.tobytes(), cmd.kd.tobytes())
+        rows = cmd.__dict__.get("_rows")  # a validated command: its (5, n) rows in one array
+        if rows is None or rows.shape != (5, len(self.ids)):
+            rows = np.array((cmd.q_des, cmd.qd_des, cmd.tau_ff, cmd.kp, cmd.kd), float)
+        key = rows[3:].tobytes()  # kp, kd
         cache = self._gain_cache
         if cache is not None and cache[0] == key:
             p, d, kp_div, no_p = cache[1]  # a stream of commands rarely changes its gains
         else:
-            p, d = m.gains_from_kp_kd(cmd.kp, cmd.kd)
+            p, d = m.gains_from_kp_kd(rows[3], rows[4])
             kp_servo = m.kp_kd_from_gains(p, np.zeros_like(p))[0]
             no_p = p == 0
             kp_div = np.where(no_p, np.inf, kp_servo)  # a joint without P gets no feed-forward
             no_p = no_p if no_p.any() else None
             self._gain_cache = (key, (p, d, kp_div, no_p))
+        if no_p is None and not hold:  # the cycle's command: in place, a handful of ufuncs
+            return self._command_targets(rows, p, d, kp_div)
         ff = cmd.tau_ff + cmd.kd * cmd.qd_des
         if no_p is not None:
             bad = np.flatnonzero(no_p & (np.abs(ff) > 1e-12))
@@ -324,6 +331,22 @@ class ArmBus:
         beyond = np.flatnonzero(~(np.abs(wanted) <= Units.EXTENDED_POSITION_LIMIT))
         clamped = {self.ids[j]: float(wanted[j]) for j in beyond}
         return ServoTargets(ticks, p, d, clamped)
+
+    def _command_targets(
+        self, rows: np.ndarray, p: np.ndarray, d: np.ndarray, kp_div: np.ndarray
+    ) -> ServoTargets:
+        """``servo_targets`` of a command's ``rows`` (5, n) whose joints all have a P gain: the
+        same operations as the general path, in one work buffer, and a ``ServoTargets`` filled
+        directly (frozen: its ``__init__`` would cost as much as the arithmetic)."""
+        m, buf = self.map, self._work
+        np.multiply(rows[4], rows[1], out=buf)  # kd qd_des
+        np.add(rows[2], buf, out=buf)  # + tau_ff: the feed-forward, N m
+        np.divide(buf, kp_div, out=buf)
+        np.add(rows[0], buf, out=buf)  # the goal, rad
+        ticks = m.ticks_from_q(buf)
+        out = object.__new__(ServoTargets)
+        out.__dict__.update(goal_ticks=ticks, p_gain=p, d_gain=d, clamped=_NO_CLAMP)
+        return out
 
     def send_servo(self, targets: ServoTargets) -> None:
         """The cycle's goals in servo-side mode: one SYNC_WRITE of Goal Position (laid out once),
@@ -347,7 +370,7 @@ class ArmBus:
                 self.bus.sync_write(GAIN_BLOCK_ADDRESS, GAIN_BLOCK_LENGTH, data)
                 self._gains = gains
             self._sent_gains = (targets.p_gain, targets.d_gain)
-        return self._goal_writer.encode(targets.goal_ticks)
+        return self._goal_writer.encode(targets.goal_ticks, checked=True)
 
     def current_for(self, u: np.ndarray) -> np.ndarray:
         """(n,) Goal Current units for joint torques ``u`` (n,) N m, within the current limits."""

@@ -21,6 +21,9 @@ class Clock(Protocol):
         """Return once ``now_us() >= t_us``."""
 
 
+SPIN_US = 20  # MonotonicClock.sleep_until spins a wait up to this long (us) instead of sleeping
+
+
 class MonotonicClock:
     """Real time from ``time.monotonic_ns``, epoch at construction."""
 
@@ -38,14 +41,18 @@ class MonotonicClock:
         """A control cycle starts (``on``) or ends: nothing to do on real time."""
 
     def sleep_until(self, t_us: int) -> None:
-        """Sleep to ``t_us`` (one ``time.sleep``, again if woken early). No spinning: a spin
-        costs the host its whole last stretch in CPU, and a loop's lateness of less than a period
-        is caught up by its schedule anyway."""
+        """Sleep to ``t_us`` (one ``time.sleep``, again if woken early). No spinning for a real
+        wait: a spin costs the host its whole last stretch in CPU, and a loop's lateness of less
+        than a period is caught up by its schedule anyway. A wait of at most ``SPIN_US`` (a
+        free-running or late loop's: its deadline is a microsecond or so away) is spun instead:
+        a sleep that short ends only after the timer slack (50 us) and a wake-up of the thread,
+        which on a loaded machine is a scheduler tick, not the microsecond asked for."""
         while True:
-            dt = (t_us - self.now_us()) * 1e-6
-            if dt <= 0:
+            left = t_us - self.now_us()
+            if left <= 0:
                 return
-            time.sleep(dt)
+            if left > SPIN_US:
+                time.sleep(left * 1e-6)
 
 
 class ManualClock:

@@ -24,6 +24,7 @@ import numpy as np
 from twin.hardware.errors import InvalidArgumentError
 from twin.hardware.protocols.dynamixel_table import MAX_GAIN, Units
 
+_abs, _max = np.absolute, np.maximum.reduce  # the ufuncs themselves (no wrapper per call)
 P_GAIN_DIVISOR = 128.0
 D_GAIN_DIVISOR = 16.0
 
@@ -78,7 +79,7 @@ class JointMap:
         the multi-turn range of +-256 revolutions."""
         ticks = np.rint(np.asarray(q, float) * self._signed_tpr + self.zero_ticks)
         lim = Units.EXTENDED_POSITION_LIMIT
-        if not np.abs(ticks).max() <= lim:  # also false for a nan
+        if not _max(_abs(ticks)) <= lim:  # also false for a nan
             raise InvalidArgumentError(
                 f"goal positions {ticks} ticks exceed the servo range +-{lim}"
             )

@@ -47,7 +47,7 @@ from twin.hardware.arm_bus import (
 from twin.hardware.clock import MonotonicClock, RateMonitor
 from twin.hardware.config import HardwareConfig, load_config
 from twin.hardware.drivers.bota_sensor import BotaSensor
-from twin.hardware.drivers.dynamixel_bus import DynamixelBus
+from twin.hardware.drivers.dynamixel_bus import DynamixelBus, alerts_clear
 from twin.hardware.drivers.witmotion_imu import WitmotionImu
 from twin.hardware.errors import (
     ConfigError,
@@ -74,6 +74,7 @@ from twin.robot import (
     WrenchBatch,
     hold_command,
     joint_torque,
+    robot_state,
 )
 
 
@@ -348,14 +349,14 @@ class SerialRobot(Robot):
                 if self.imu.checks.rejected_since(now - self._stale_us):
                     health |= Health.FAULT
             r = self._reading
-            return RobotState(
-                t_us=now if self._joint_t_us is None else self._joint_t_us,
-                q=r.q,
-                qd=r.qd,
-                tau=r.tau,
-                wrench=wrench,
-                imu=imu,
-                health=health,
+            return robot_state(
+                now if self._joint_t_us is None else self._joint_t_us,
+                r.q,
+                r.qd,
+                r.tau,
+                wrench,
+                imu,
+                health,
             )
 
     def _apply(self, command: JointCommand) -> None:
@@ -478,7 +479,7 @@ class SerialRobot(Robot):
                 self._event(
                     Health.JOINTS_STALE, False, "joint readings are back; clear_fault() resumes"
                 )
-        if reading.alert.any() and not self._faults:
+        if not self._faults and not alerts_clear(reading.alert):
             self._on_alert()
 
     def _read_failed(self, e: Exception) -> None:

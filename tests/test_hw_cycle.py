@@ -97,6 +97,34 @@ def test_the_present_layout_refuses_a_bad_block_crc_a_wrong_id_and_a_short_answe
         layout.decode([dxl.StatusPacket(0xFE, 0, bytes(40))])
 
 
+@given(
+    st.lists(st.binary(min_size=10, max_size=10), min_size=6, max_size=6),
+    st.lists(st.sampled_from([0, 0x80, 0x84, 0x01]), min_size=6, max_size=6),
+    st.integers(0, 91),
+    st.integers(1, 255),
+)
+def test_the_wire_decode_equals_the_parsed_decode_and_refuses_any_damaged_byte(
+    data, errors, position, flip
+):
+    """``decode_wire`` (the cycle's read without the stream parser) gives what the parser and
+    ``decode`` give for an intact answer, and ``None`` (the general path) for any byte changed,
+    a byte short or one too many."""
+    blocks = [dxl.StatusPacket(pid, e, d) for pid, e, d in zip(IDS, errors, data)]
+    layout = PresentLayout(IDS, fast=True)
+    raw = dxl.encode_fast_status(blocks)
+    (packet,) = dxl.DynamixelStreamParser().feed(raw)
+    records, err = layout.decode([packet])
+    wire_records, wire_err = layout.decode_wire(raw)
+    assert wire_err == err == bytes(errors)
+    for name in ("id", "current", "velocity", "position"):
+        assert np.array_equal(wire_records[name], records[name])
+    damaged = bytearray(raw)
+    damaged[position] ^= flip
+    assert layout.decode_wire(bytes(damaged)) is None
+    assert layout.decode_wire(raw[:-1]) is None and layout.decode_wire(raw + b"\0") is None
+    assert PresentLayout(IDS, fast=False).decode_wire(raw) is None  # plain reads: never
+
+
 # --------------------------------------------------------------------------- wire bound
 def test_the_wire_bound_of_the_shipped_bus():
     b = wire_bound(CONFIG)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import serial
+from hypothesis import given
+from hypothesis import strategies as st
 from twin.hardware.clock import ManualClock
 from twin.hardware.config import load_config
 from twin.hardware.emulator import BotaEmulator, IdealSource, ServoChainEmulator, WitmotionEmulator
+from twin.hardware.emulator.sources import Drive, DriveArrays, DriveKind
 from twin.hardware.emulator.testing import wait_until
 from twin.hardware.protocols import bota, witmotion
 from twin.hardware.protocols import dynamixel as dxl
@@ -226,3 +229,42 @@ def test_witmotion_locked_writes_register_read_and_rate(tmp_path):
         port.close()
     finally:
         emu.close()
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40))
+def test_the_ideal_sources_float_integration_is_the_array_formulation_bit_for_bit(seed, steps):
+    """``IdealSource`` integrates joint by joint on Python floats; the state it reaches is the
+    one ``DriveArrays.torques`` and the effort clamp give on arrays, exactly."""
+    rng = np.random.default_rng(seed)
+    source = IdealSource(
+        rng.normal(size=6),
+        effort_limits=rng.uniform(0.5, 5.0, 6),
+        inertia=rng.uniform(0.01, 0.1, 6),
+        damping=rng.uniform(0.0, 1.0, 6),
+    )
+    for j in range(6):
+        kind = int(rng.integers(3))
+        source.set_drive(
+            j,
+            Drive()
+            if kind == 0
+            else Drive(DriveKind.CURRENT, torque=float(rng.normal(0.0, 3.0)))
+            if kind == 1
+            else Drive(
+                DriveKind.PD,
+                q_goal=float(rng.normal()),
+                qd_goal=float(rng.normal()),
+                kp=float(rng.uniform(0.0, 50.0)),
+                kd=float(rng.uniform(0.0, 2.0)),
+                torque_limit=float(rng.uniform(0.1, 10.0)),
+            ),
+        )
+    q, qd = source.joint_state()[:2]
+    arrays, dt, effort = DriveArrays(source._drives), IdealSource.DT_US * 1e-6, source._effort
+    for _ in range(steps):
+        tau = np.minimum(np.maximum(arrays.torques(q, qd), -effort), effort)
+        qd += dt * (tau - source._damping * qd) / source._inertia
+        q += dt * qd
+    source.advance_to(steps * IdealSource.DT_US)
+    got = source.joint_state()
+    assert np.array_equal(got[0], q) and np.array_equal(got[1], qd) and np.array_equal(got[2], tau)

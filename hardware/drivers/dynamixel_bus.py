@@ -206,6 +206,12 @@ class DynamixelBus(LinkedDevice):
         """Send the instruction's wire bytes ``raw``; the status packets of ``reply_ids`` in
         order, not yet checked. ``reply_bytes``: the answer's size, if known (``_collect``)."""
         with self._txn:
+            if (
+                not reply_ids and self._init_thread is None
+            ):  # the cycle's goal: no reply to wait for
+                self.link.write(raw)  # (the next replied instruction forgets what came before)
+                self.stats.transactions += 1
+                return []
             connecting = self._start(raw, bool(reply_ids))
             if not reply_ids:
                 return []
@@ -288,6 +294,39 @@ class DynamixelBus(LinkedDevice):
                         )
                     self._wait_rx(remaining)
         return out
+
+    def _cycle_exchange(
+        self, raw: bytes, layout: PresentLayout, count_timeout: bool
+    ) -> tuple[np.ndarray, bytes]:
+        """The cycle's fast read on a ``direct_read`` link: write ``raw``, read the answer's
+        bytes as they come and, when they are exactly the expected packet, decode them at once
+        (``PresentLayout.decode_wire``: no stream parser, no reply queue). Any other answer goes
+        to the stream parser and ``_collect``, in the same transaction, with the same rules (a
+        damaged, short or late reply, the timeout)."""
+        with self._txn:
+            connecting = self._start(raw)
+            timeout_s = self.reply_timeout_s
+            if connecting:
+                timeout_s = max(timeout_s, INIT_REPLY_TIMEOUT_S)
+            deadline = time.monotonic() + timeout_s
+            want, receive = layout.reply_bytes, self.link.receive
+            wire = receive(timeout_s)
+            while wire and len(wire) < want:
+                remaining = deadline - time.monotonic()
+                more = receive(remaining) if remaining > 0 else b""
+                if not more:
+                    break
+                wire += more
+            decoded = layout.decode_wire(wire) if len(wire) == want else None
+            if decoded is not None:
+                self.parser.stats.frames += 1
+                return decoded
+            if wire:
+                self.data_received(wire)
+            remaining = max(deadline - time.monotonic(), 1e-6)
+            return layout.decode(
+                self._collect(layout.reply_ids, remaining, count_timeout, layout.reply_bytes)
+            )
 
     def _lost(self, pid: int, why: str) -> None:
         """Count and raise ``ReplyLostError`` for servo ``pid``'s reply."""
@@ -452,14 +491,19 @@ class DynamixelBus(LinkedDevice):
         self, layout: PresentLayout, count_timeout: bool = True, ahead: bytes = b""
     ) -> PresentValues:
         self.stats.transactions += bool(ahead)  # two instructions in one write
-        replies = self.exchange_raw(
-            ahead + layout.request if ahead else layout.request,
-            layout.reply_ids,
-            reply_bytes=layout.reply_bytes,
-            count_timeout=count_timeout,
-        )
+        raw = ahead + layout.request if ahead else layout.request
         try:
-            records, err = layout.decode(replies)
+            if layout.fast and self.link.direct_read:
+                records, err = self._cycle_exchange(raw, layout, count_timeout)
+            else:
+                records, err = layout.decode(
+                    self.exchange_raw(
+                        raw,
+                        layout.reply_ids,
+                        reply_bytes=layout.reply_bytes,
+                        count_timeout=count_timeout,
+                    )
+                )
         except ProtocolError as e:
             raise TransportError(f"{self.link.name}: bad present-values reply: {e}") from e
         if err != layout.no_errors or self.alert_ids:  # rare: the per-servo bookkeeping
@@ -474,9 +518,15 @@ class DynamixelBus(LinkedDevice):
                 alert = _NO_ALERTS.setdefault(len(err), _no_alerts(len(err)))
         if layout.fast:
             self.stats.fast_reads += 1
-        return PresentValues(
-            layout.ids, records["current"], records["velocity"], records["position"], alert
+        out = object.__new__(PresentValues)  # frozen: filled directly (its __init__ costs more)
+        out.__dict__.update(
+            ids=layout.ids,
+            current=records["current"],
+            velocity=records["velocity"],
+            position=records["position"],
+            alert=alert,
         )
+        return out
 
     def set_torque(self, ids: Sequence[int], enabled: bool) -> None:
         self.sync_write_register(XTable.TORQUE_ENABLE, {pid: int(enabled) for pid in ids})
@@ -493,6 +543,12 @@ class DynamixelBus(LinkedDevice):
 
 
 _NO_ALERTS: dict[int, np.ndarray] = {}  # read-only all-False alert arrays, by servo count
+
+
+def alerts_clear(alert: np.ndarray) -> bool:
+    """Whether no servo of a reading's ``alert`` (n,) bool is set (the shared all-False array of
+    an answer without errors is known at once)."""
+    return alert is _NO_ALERTS.get(alert.size) or not alert.any()
 
 
 def _no_alerts(n: int) -> np.ndarray:

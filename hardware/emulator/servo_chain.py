@@ -31,6 +31,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from twin.hardware.clock import SPIN_US
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
 from twin.hardware.emulator.sources import LIMP, Drive, DriveKind, PhysicsSource
@@ -97,6 +98,7 @@ class EmulatedServo:
         #: While the servo holds a position servo-side: what a new Goal Position alone changes
         #: (the chain's fast path for the cycle's SYNC_WRITE); None otherwise.
         self.goal_drive: tuple | None = None
+        self.goal_fields: dict = {}  # the holding drive's fields (``Drive``), with goal_drive
 
     @property
     def id(self) -> int:
@@ -285,7 +287,7 @@ class ServoChainEmulator:
                 lo, hi = get(XTable.MIN_POSITION_LIMIT), get(XTable.MAX_POSITION_LIMIT)
             else:
                 lo, hi = -Units.EXTENDED_POSITION_LIMIT, Units.EXTENDED_POSITION_LIMIT
-            s.goal_drive = (j, direction, zero, tpr, kp, kd, limit, lo, hi)
+            s.goal_drive = (j, direction, zero, tpr, lo, hi)
             drive = Drive(
                 DriveKind.PD,
                 q_goal=direction * (float(get(XTable.GOAL_POSITION)) - zero) / tpr,
@@ -293,6 +295,7 @@ class ServoChainEmulator:
                 kd=kd,
                 torque_limit=limit,
             )
+            s.goal_fields = dict(drive.__dict__)  # what a new goal alone keeps (_write_goal)
         elif mode == OperatingMode.VELOCITY:
             kv = get(XTable.VELOCITY_P_GAIN) / 128.0 * unit / vel_unit
             qd_goal = direction * get(XTable.GOAL_VELOCITY) * vel_unit
@@ -344,8 +347,10 @@ class ServoChainEmulator:
             delay = self.reply_delay_s + servo.get(XTable.RETURN_DELAY_TIME) * Units.RETURN_DELAY_S
             due += delay + len(raw) * byte_s
             wait = due - time.perf_counter()
-            if wait > 0:
+            if wait > SPIN_US * 1e-6:  # a shorter wait is spun (MonotonicClock.sleep_until)
                 time.sleep(wait)
+            while time.perf_counter() < due:
+                pass
             self.port.write(raw)
         self._wire_free = due
 
@@ -411,18 +416,19 @@ class ServoChainEmulator:
         """The aggregate status of a fast read of ``(id, address, length)`` items (module doc):
         a block is always ``length`` data bytes, zeros with ACCESS for a range it cannot read."""
         blocks = []
+        servos, faults = self.servos, self._faults
         for pid, address, length in items:
-            s = self.servos.get(pid)
-            if s is None or (self._faults is not None and self._faults.take_frame_drop(pid)):
+            s = servos.get(pid)
+            if s is None or (faults is not None and faults.take_frame_drop(pid)):
                 break  # an absent or silent servo breaks the chain: the rest never answer
             if address + length > XTable.SIZE or length == 0:
-                blocks.append(dxl.StatusPacket(pid, s.err(StatusError.ACCESS), bytes(length)))
+                blocks.append((s.err(StatusError.ACCESS), pid, bytes(length)))
             else:
-                blocks.append(self._read(s, address, length))
+                blocks.append((s.err(), pid, s.table[address : address + length]))
         if not blocks:
             return []
         length = dxl.fast_status_length([n for _, _, n in items])
-        return [(self.servos[items[0][0]], dxl.encode_fast_status(blocks, length))]
+        return [(servos[items[0][0]], dxl.fast_status_wire(length, blocks))]
 
     def _unicast(self, s: EmulatedServo, inst: int, params: bytes) -> dxl.StatusPacket | None:
         try:
@@ -487,19 +493,14 @@ class ServoChainEmulator:
         g = s.goal_drive
         if g is None or len(data) != 4:
             return False
-        j, direction, zero, tpr, kp, kd, limit, lo, hi = g
+        j, direction, zero, tpr, lo, hi = g
         value = int.from_bytes(data, "little", signed=True)
         if not lo <= value <= hi:
             return False  # _write answers DATA_LIMIT (unheard: a sync write has no status)
         address = XTable.GOAL_POSITION.address
         s.table[address : address + 4] = data
-        drive = Drive(
-            DriveKind.PD,
-            q_goal=direction * (float(value) - zero) / tpr,
-            kp=kp,
-            kd=kd,
-            torque_limit=limit,
-        )
+        drive = object.__new__(Drive)  # frozen: filled directly, as ``Drive(...)`` would be
+        drive.__dict__.update(s.goal_fields, q_goal=direction * (float(value) - zero) / tpr)
         self.source.set_goal(j, drive)  # the drive _update_drive set, with a new goal
         return True
 

@@ -75,11 +75,12 @@ class GoalWriter:
         self._head += reg.address.to_bytes(2, "little") + reg.size.to_bytes(2, "little")
         self._head_crc = crc16_dynamixel(self._head)
 
-    def encode(self, values: np.ndarray) -> bytes:
+    def encode(self, values: np.ndarray, *, checked: bool = False) -> bytes:
         """Wire bytes for ``values`` (n,) raw register values, in the order of ``ids``;
-        ``InvalidArgumentError`` if one does not fit the register."""
+        ``InvalidArgumentError`` if one does not fit the register (``checked``: the caller
+        has range-checked them against a narrower range already)."""
         values = np.asarray(values)
-        if values.min() < self._lo or values.max() > self._hi:
+        if not checked and (values.min() < self._lo or values.max() > self._hi):
             raise InvalidArgumentError(
                 f"{self.reg.name} values {values.tolist()} do not fit the register "
                 f"[{self._lo}, {self._hi}]"
@@ -122,6 +123,11 @@ class PresentLayout:
                 raise InvalidArgumentError("block ends must be at even offsets")
             self._spans = [(a // 2, e // 2, e) for a, e in zip([0, *ends[:-1]], ends)]
             self._words = struct.Struct(f"={ends[-1] // 2}H") if ends else None
+            # the whole wire packet: every block's CRC, the last one being the packet's own
+            last = self.reply_bytes - 2
+            starts = [0, *ends]
+            self._wire_spans = [(a // 2, e // 2, e) for a, e in zip(starts, [*ends, last])]
+            self._wire_words = struct.Struct(f"={last // 2}H")
 
     def decode(self, replies: Sequence[dxl.StatusPacket]) -> tuple[np.ndarray, bytes]:
         """``(records, err)`` of the answer: records (n,) with ``current``, ``velocity`` and
@@ -151,10 +157,30 @@ class PresentLayout:
             self._check_block_crcs(self._head + body)
         return np.frombuffer(body, FAST_PRESENT_BLOCK), body[0::size]
 
-    def _check_block_crcs(self, message: bytes) -> None:
+    def decode_wire(self, wire: bytes) -> tuple[np.ndarray, bytes] | None:
+        """``decode`` straight from the answer's wire bytes (a fast read: exactly ``reply_bytes``
+        of them), the packet's CRC and every block's checked in one pass; ``None`` for anything
+        else (a short, long, stuffed, damaged or foreign answer), which the stream parser then
+        takes (its counters, its resynchronisation, the lost-reply rules)."""
+        if (
+            not self.fast
+            or len(wire) != self.reply_bytes
+            or not wire.startswith(self._head)
+            or STUFF_PATTERN in wire[8:]
+            or wire[9 :: FAST_PRESENT_BLOCK.itemsize] != self._id_bytes
+        ):
+            return None
+        try:
+            self._check_block_crcs(wire, self._wire_words, self._wire_spans)
+        except ProtocolError:
+            return None
+        records = np.frombuffer(wire, FAST_PRESENT_BLOCK, offset=len(self._head))
+        return records, wire[8 :: FAST_PRESENT_BLOCK.itemsize]
+
+    def _check_block_crcs(self, message: bytes, unpacker=None, spans=None) -> None:
         t16, r = DXL_TABLE16, 0  # r: the running CRC, byte-swapped on a little-endian host
-        words = self._words.unpack_from(message)
-        for k, (a, b, end) in enumerate(self._spans):
+        words = (unpacker or self._words).unpack_from(message)
+        for k, (a, b, end) in enumerate(spans or self._spans):
             for word in words[a:b]:
                 r = t16[r ^ word]
             crc = ((r & 0xFF) << 8) | (r >> 8) if NATIVE_LITTLE_ENDIAN else r

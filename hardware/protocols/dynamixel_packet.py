@@ -183,17 +183,27 @@ def encode_fast_status(blocks: Sequence[StatusPacket], len_field: int | None = N
     length = fast_status_length([len(b.params) for b in blocks]) if len_field is None else len_field
     if not 0 < length <= MAX_LEN_FIELD:
         raise InvalidArgumentError(f"fast-read status LEN must be 1..{MAX_LEN_FIELD}, got {length}")
-    out = bytearray(_fast_head(length))
-    crc = crc16_dynamixel(out)
     for b in blocks:
         check_id(b.id, allow_broadcast=False)
         if not 0 <= b.error <= 0xFF:
             raise InvalidArgumentError(f"status ERR must be a byte, got {b.error!r}")
-        part = bytes((b.error, b.id)) + bytes(b.params)
-        crc = crc16_dynamixel(part, crc)
-        tail = bytes((crc & 0xFF, crc >> 8))
-        crc = crc16_dynamixel(tail, crc)
-        out += part + tail
+    return fast_status_wire(length, [(b.error, b.id, b.params) for b in blocks])
+
+
+def fast_status_wire(len_field: int, blocks: Sequence[tuple[int, int, bytes]]) -> bytes:
+    """``encode_fast_status`` of checked ``(err, id, data)`` blocks and LEN ``len_field``
+    (a device's hot path: nothing is checked here)."""
+    out = bytearray(_fast_head(len_field))
+    crc, done = 0, 0  # the running CRC over out[:done]
+    for err, pid, data in blocks:
+        out.append(err)
+        out.append(pid)
+        out += data
+        # one CRC step per block: the previous block's CRC bytes and this block's ERR, ID, data
+        crc = crc16_dynamixel(out[done:], crc)
+        out.append(crc & 0xFF)
+        out.append(crc >> 8)
+        done = len(out) - 2
     return bytes(out)
 
 
