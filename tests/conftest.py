@@ -1,7 +1,16 @@
-"""Test configuration: hypothesis runs derandomised so every property test replays exactly."""
+"""Test configuration: hypothesis runs derandomised so every property test replays exactly; the
+numba caches are built once before the first test (``_warm_numba_caches``); the real-time tests
+run alone on the machine under pytest-xdist (``_exclusive``)."""
 
+import fcntl
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -13,3 +22,132 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "twin"))
+
+#: One process per line builds (or, on a warm cache, just loads) the compiled kernels that the
+#: tests' subprocesses (the CLI, the scenario sweeps, Ray workers) and pytest-xdist's workers
+#: would otherwise each build again while the disk cache is cold: the planner's checks; the
+#: transformers' and the shipped arm's dynamics kernels. Two processes: one a core.
+WARM_UP = (
+    "from twin.planning import Planner, PlannerSettings; Planner(PlannerSettings(seed=0))",
+    "import numpy as np; from twin.transforms import _compiled; _compiled.kernels();"
+    " from twin.dynamics import ArmDynamics; ArmDynamics.default().inverse_dynamics("
+    "np.zeros(6), np.zeros(6), np.zeros(6))",
+)
+
+
+#: Tests with a real-time loop or a wall-clock check (serial I/O against the emulators at the
+#: loop's rate, the hardware holds, rate and timeout checks): by module, and the scenario tests
+#: that run the emulated hardware. Under pytest-xdist each runs alone (``_exclusive``).
+REALTIME_MODULES = (
+    "test_hw_",
+    "test_shadow_",
+    "test_datapath_",
+    "test_cli_backend",
+    "test_cli_emulate",
+    "test_cli_hardware",
+    "test_control_controller",
+    "test_control_runtime",
+    "test_control_workers",
+    "test_demo",
+    "test_record",
+    "test_safety_limits",
+    "test_sensors_bota_commands",
+    "test_sensors_ft_service",
+)
+REALTIME_TESTS = (
+    "test_scenario_runs.py::test_the_shipped_suite_",
+    "test_scenario_runs.py::test_sim_and_emulated_hardware_",
+    "test_scenario_runs.py::test_every_run_is_recorded_",
+    "test_scenario_runs.py::test_the_pytest_plugin_",
+)
+
+
+def realtime(item: pytest.Item) -> bool:
+    """Whether ``item`` is a real-time test (``REALTIME_MODULES``, ``REALTIME_TESTS``)."""
+    name = Path(str(item.fspath)).name
+    return name.startswith(REALTIME_MODULES) or any(
+        item.nodeid.split("/")[-1].startswith(t) for t in REALTIME_TESTS
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "realtime: runs alone under pytest-xdist (conftest)")
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller has done it
+        return
+    if "TWIN_TEST_LOCKS" not in os.environ:  # the workers inherit it
+        config._twin_locks = tempfile.mkdtemp(prefix="twin-test-locks-")
+        os.environ["TWIN_TEST_LOCKS"] = config._twin_locks
+    if not config.option.collectonly:
+        _warm_numba_caches()
+
+
+def pytest_unconfigure(config):
+    if hasattr(config, "_twin_locks"):
+        shutil.rmtree(config._twin_locks, ignore_errors=True)
+        del os.environ["TWIN_TEST_LOCKS"]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if realtime(item):
+            item.add_marker("realtime")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under pytest-xdist a real-time test (its fixtures' setup and teardown included) runs
+    while no other worker runs a test, and the others run side by side."""
+    if not hasattr(item.config, "workerinput"):
+        yield
+        return
+    with _exclusive(item.get_closest_marker("realtime") is not None):
+        yield
+
+
+class _exclusive:
+    """A lock over the workers (``flock`` on files in ``$TWIN_TEST_LOCKS``): shared by ordinary
+    tests, exclusive for real-time ones; a waiting real-time test holds the gate, so that no new
+    ordinary test starts before it (it cannot starve)."""
+
+    def __init__(self, alone: bool) -> None:
+        self.alone = alone
+
+    def __enter__(self):
+        folder = Path(os.environ["TWIN_TEST_LOCKS"])
+        self.gate = open(folder / "gate", "a")
+        self.tests = open(folder / "tests", "a")
+        fcntl.flock(self.gate, fcntl.LOCK_EX)
+        fcntl.flock(self.tests, fcntl.LOCK_EX if self.alone else fcntl.LOCK_SH)
+        fcntl.flock(self.gate, fcntl.LOCK_UN)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        fcntl.flock(self.tests, fcntl.LOCK_UN)
+        self.tests.close()
+        self.gate.close()
+
+
+#: A machine-code index of an entry point of each warmed module (``twin.numba_cache``'s names):
+#: all present, the cache is taken as warm (after a change of a kernel the first test that uses
+#: it builds it).
+WARM_MARKS = (
+    "twin_planning_checks_*.rrt_chunk-*.nbi",
+    "twin_transforms_*.pose_batch_parallel-*.nbi",
+    "twin_dynamics_*.mass_many-*.nbi",
+)
+
+
+def _warm_numba_caches() -> None:
+    """Run ``WARM_UP`` (in parallel) unless the cache looks warm; a failure here is reported by
+    the tests that need it."""
+    from twin.numba_cache import cache_dir
+
+    built = cache_dir() / "__pycache__"
+    if all(any(built.glob(mark)) for mark in WARM_MARKS):
+        return
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
+        for code in WARM_UP
+    ]
+    for proc in procs:
+        proc.wait(timeout=900)

@@ -164,15 +164,15 @@ def test_the_pytest_plugin_collects_scenarios_per_backend_and_runs_them_with_xdi
     assert "tight [hardware] weight_n: expected 4.905 +- 1e-06, measured" in done.stdout
 
 
-def test_a_ray_sweep_of_the_shipped_suite_over_three_seeds(tmp_path):
+def test_a_ray_sweep_of_the_shipped_suite_over_two_seeds(tmp_path):
     pytest.importorskip("ray")
     junit = tmp_path / "ray.xml"
     run = subprocess.run(
-        [sys.executable, "-m", "twin", "test", "--ray", "--seed", "0", "--seed", "1", "--seed", "2",
+        [sys.executable, "-m", "twin", "test", "--ray", "--seed", "0", "--seed", "1",
          "--junit", str(junit)],
         capture_output=True, text=True, timeout=900, cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     cases = {c.get("name") for c in ET.parse(junit).getroot().findall("testcase")}
     names = {load_scenario(f).name for f in SUITE}
-    assert cases == {f"{n}[sim, seed {s}]" for n in names for s in (0, 1, 2)}
+    assert cases == {f"{n}[sim, seed {s}]" for n in names for s in (0, 1)}
