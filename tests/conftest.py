@@ -71,13 +71,16 @@ def realtime(item: pytest.Item) -> bool:
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "realtime: runs alone under pytest-xdist (conftest)")
     if hasattr(config, "workerinput"):  # an xdist worker: the controller has done it
         return
     if "TWIN_TEST_LOCKS" not in os.environ:  # the workers inherit it
         config._twin_locks = tempfile.mkdtemp(prefix="twin-test-locks-")
         os.environ["TWIN_TEST_LOCKS"] = config._twin_locks
-    if not config.option.collectonly:
+
+
+def pytest_sessionstart(session):
+    # before pytest-xdist's (trylast) starts the workers; not in a worker
+    if not hasattr(session.config, "workerinput") and not session.config.option.collectonly:
         _warm_numba_caches()
 
 
@@ -114,6 +117,7 @@ class _exclusive:
 
     def __enter__(self):
         folder = Path(os.environ["TWIN_TEST_LOCKS"])
+        folder.mkdir(parents=True, exist_ok=True)
         self.gate = open(folder / "gate", "a")
         self.tests = open(folder / "tests", "a")
         fcntl.flock(self.gate, fcntl.LOCK_EX)
