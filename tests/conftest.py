@@ -1,7 +1,8 @@
 """Test configuration: hypothesis runs derandomised so every property test replays exactly; the
 numba caches are built once before the first test (``_warm_numba_caches``); the real-time tests
-run alone on the machine under pytest-xdist (``_exclusive``)."""
+run alone on the machine under pytest-xdist (``_WorkerLock``)."""
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -36,8 +37,9 @@ WARM_UP = (
 
 
 #: Tests with a real-time loop or a wall-clock check (serial I/O against the emulators at the
-#: loop's rate, the hardware holds, rate and timeout checks): by module, and the scenario tests
-#: that run the emulated hardware. Under pytest-xdist each runs alone (``_exclusive``).
+#: loop's rate, the hardware holds, rate and timeout checks): by module, and tests that run the
+#: emulated hardware in a subprocess. Under pytest-xdist each runs alone (``_WorkerLock``; a
+#: fixture with a real-time part runs that part inside ``alone``).
 REALTIME_MODULES = (
     "test_hw_",
     "test_shadow_",
@@ -54,12 +56,7 @@ REALTIME_MODULES = (
     "test_sensors_bota_commands",
     "test_sensors_ft_service",
 )
-REALTIME_TESTS = (
-    "test_scenario_runs.py::test_the_shipped_suite_",
-    "test_scenario_runs.py::test_sim_and_emulated_hardware_",
-    "test_scenario_runs.py::test_every_run_is_recorded_",
-    "test_scenario_runs.py::test_the_pytest_plugin_",
-)
+REALTIME_TESTS = ("test_scenario_runs.py::test_the_pytest_plugin_",)
 
 
 def realtime(item: pytest.Item) -> bool:
@@ -103,32 +100,58 @@ def pytest_runtest_protocol(item, nextitem):
     if not hasattr(item.config, "workerinput"):
         yield
         return
-    with _exclusive(item.get_closest_marker("realtime") is not None):
+    _LOCK.acquire(item.get_closest_marker("realtime") is not None)
+    try:
         yield
+    finally:
+        _LOCK.release()
 
 
-class _exclusive:
+@pytest.fixture(scope="session")
+def alone():
+    """A context manager: what runs inside it (the real-time part of an ordinary test's
+    fixture) runs while no other pytest-xdist worker runs a test; without xdist it does
+    nothing."""
+    return _LOCK.alone
+
+
+class _WorkerLock:
     """A lock over the workers (``flock`` on files in ``$TWIN_TEST_LOCKS``): shared by ordinary
     tests, exclusive for real-time ones; a waiting real-time test holds the gate, so that no new
     ordinary test starts before it (it cannot starve)."""
 
-    def __init__(self, alone: bool) -> None:
-        self.alone = alone
+    def __init__(self) -> None:
+        self.exclusive: bool | None = None  # None: not held
 
-    def __enter__(self):
+    def acquire(self, exclusive: bool) -> None:
         folder = Path(os.environ["TWIN_TEST_LOCKS"])
         folder.mkdir(parents=True, exist_ok=True)
-        self.gate = open(folder / "gate", "a")
-        self.tests = open(folder / "tests", "a")
-        fcntl.flock(self.gate, fcntl.LOCK_EX)
-        fcntl.flock(self.tests, fcntl.LOCK_EX if self.alone else fcntl.LOCK_SH)
-        fcntl.flock(self.gate, fcntl.LOCK_UN)
-        return self
+        gate = os.open(folder / "gate", os.O_CREAT | os.O_RDWR)
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        self.tests = os.open(folder / "tests", os.O_CREAT | os.O_RDWR)
+        fcntl.flock(self.tests, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        os.close(gate)  # releases the gate
+        self.exclusive = exclusive
 
-    def __exit__(self, *exc) -> None:
-        fcntl.flock(self.tests, fcntl.LOCK_UN)
-        self.tests.close()
-        self.gate.close()
+    def release(self) -> None:
+        os.close(self.tests)  # releases the lock
+        self.exclusive = None
+
+    @contextlib.contextmanager
+    def alone(self):
+        if self.exclusive is not False:  # not under xdist, or already alone
+            yield
+            return
+        self.release()
+        self.acquire(True)
+        try:
+            yield
+        finally:
+            self.release()
+            self.acquire(False)
+
+
+_LOCK = _WorkerLock()
 
 
 #: A machine-code index of an entry point of each warmed module (``twin.numba_cache``'s names):
