@@ -87,10 +87,18 @@ def pytest_unconfigure(config):
         del os.environ["TWIN_TEST_LOCKS"]
 
 
+#: The longest modules (minutes each), handed out first under pytest-xdist so that none of them
+#: is left running alone at the end.
+LONGEST_FIRST = ("test_scenario_runs.py", "test_cli_packaging.py", "test_safety_sim_hold.py")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if realtime(item):
             item.add_marker("realtime")
+    if hasattr(config, "workerinput"):  # every worker sorts alike: the controller compares
+        rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(rank)))
 
 
 @pytest.hookimpl(hookwrapper=True)
