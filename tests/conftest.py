@@ -42,19 +42,15 @@ WARM_UP = (
 #: fixture with a real-time part runs that part inside ``alone``).
 REALTIME_MODULES = (
     "test_hw_",
-    "test_shadow_",
+    "test_shadow_hil",
     "test_datapath_",
     "test_cli_backend",
     "test_cli_emulate",
     "test_cli_hardware",
     "test_control_controller",
-    "test_control_runtime",
     "test_control_workers",
-    "test_demo",
     "test_record",
     "test_safety_limits",
-    "test_sensors_bota_commands",
-    "test_sensors_ft_service",
 )
 REALTIME_TESTS = ("test_scenario_runs.py::test_the_pytest_plugin_",)
 
