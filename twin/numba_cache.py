@@ -3,11 +3,12 @@
 Used by ``twin.dynamics.compiled``, ``twin.transforms._compiled`` and
 ``twin.planning.collision._compiled``: their kernels are Python source text (generated, or
 assembled from plain-arithmetic functions by ``njit_source``) with ``@njit(cache=True)``
-decorators; ``compiled_module`` loads such a module once per process (``load_generated``), unless
-its environment switch is "0" (``enabled``). The text is written once to ``$TWIN_CACHE_DIR`` (default ``~/.cache/twin``) under a
-name made of the hash of the text, so that numba's cache beside it keeps the machine code and a
-change of any part of the text is a new file (numba's own cache checks only the stamp of the one
-file that holds a function, not the files of the functions it calls).
+decorators; ``compiled_module`` loads such a module once per process (``load_generated``),
+unless its environment switch is "0" (``enabled``). The text is written once to
+``$TWIN_CACHE_DIR`` (default ``~/.cache/twin``) under a name made of the hash of the text, so
+that numba's cache beside it keeps the machine code and a change of any part of the text is a
+new file (numba's own cache checks only the stamp of the one file that holds a function, not the
+files of the functions it calls).
 """
 
 from __future__ import annotations
