@@ -84,7 +84,8 @@ def pytest_unconfigure(config):
 
 
 #: The longest modules (minutes each), handed out first under pytest-xdist so that none of them
-#: is left running alone at the end.
+#: is left running alone at the end (with ``--no-loadscope-reorder``: else xdist orders the
+#: modules by their count of tests).
 LONGEST_FIRST = ("test_scenario_runs.py", "test_cli_packaging.py", "test_safety_sim_hold.py")
 
 
