@@ -52,7 +52,7 @@ REALTIME_MODULES = (
     "test_record",
     "test_safety_limits",
 )
-REALTIME_TESTS = ("test_scenario_runs.py::test_the_pytest_plugin_",)
+REALTIME_TESTS = ("test_scenario_tools.py::test_the_pytest_plugin_",)
 
 
 def realtime(item: pytest.Item) -> bool:
@@ -86,7 +86,12 @@ def pytest_unconfigure(config):
 #: The longest modules (minutes each), handed out first under pytest-xdist so that none of them
 #: is left running alone at the end (with ``--no-loadscope-reorder``: else xdist orders the
 #: modules by their count of tests).
-LONGEST_FIRST = ("test_scenario_runs.py", "test_cli_packaging.py", "test_safety_sim_hold.py")
+LONGEST_FIRST = (
+    "test_scenario_tools.py",
+    "test_scenario_runs.py",
+    "test_cli_packaging.py",
+    "test_safety_sim_hold.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
