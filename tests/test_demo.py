@@ -8,6 +8,7 @@ One sim run (module fixture) and one hardware run (module fixture) serve every a
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -66,6 +67,9 @@ def sim_report(tmp_path_factory):
         text=True,
         timeout=300,
         cwd=tmp_path_factory.getbasetemp(),
+        # one line for the summary and its report path (rich wraps at 80 columns off a terminal;
+        # pytest-xdist's temporary paths are longer)
+        env={**os.environ, "COLUMNS": "200"},
     )
     return proc, out, json.loads((out / "figures.json").read_text()) if proc.returncode == 0 else {}
 

@@ -32,12 +32,11 @@ Python/numpy code of ``codegen`` runs instead), as does numba being absent.
 from __future__ import annotations
 
 import re
-from types import ModuleType
+from types import SimpleNamespace
 
 from twin import numba_cache
 from twin.dynamics import codegen
 from twin.dynamics.model import RigidBodyModel
-from twin.numba_cache import load_generated
 
 _PARAMETERS = 10
 _A1, _C1, _C2 = "float64[:]", "float64[::1]", "float64[:, ::1]"
@@ -219,20 +218,13 @@ def source(model: RigidBodyModel) -> str:
     return "\n".join(out) + "\n"
 
 
-def kernels(model: RigidBodyModel) -> ModuleType:
-    """The compiled kernels of ``model``'s arm (module doc), shared by every payload; raises
-    ``ImportError`` without numba. The first call of each kernel on a machine compiles it (then
-    cached on disk)."""
-    if model.arm not in _LOADED:
-        _LOADED[model.arm] = _load(model)
-    return _LOADED[model.arm]
-
-
-_LOADED: dict = {}
-
-
-def _load(model: RigidBodyModel) -> ModuleType:
-    return load_generated(source(model), "twin_dynamics")
+def kernels(model: RigidBodyModel) -> SimpleNamespace:
+    """The compiled kernels of ``model``'s arm (module doc: their dispatchers by name, plus
+    ``load_s``), shared by every payload; raises ``ImportError`` without numba. The first call of
+    each kernel on a machine compiles it (then cached on disk)."""
+    return numba_cache.compiled_module(
+        "twin_dynamics", None, lambda: source(model), SIGNATURES, key=model.arm
+    )
 
 
 def flop_counts(model: RigidBodyModel) -> dict[str, int]:
