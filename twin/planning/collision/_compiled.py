@@ -463,7 +463,7 @@ def rrt_chunk(nodes, parent, radius, size, state, samples, lower, upper, step, d
             scale = step / (dist if dist > 1e-12 else 1e-12) if dist > step else 1.0
             for k in range(n):
                 q_new[i, k] = nodes[a, j, k] + (target[k] - nodes[a, j, k]) * scale
-        for i in range(batch):  # a blocked edge: its free prefix, when that is long enough
+        for i in range(batch):  # a blocked edge retries its first ``domain[3]``
             ok[i] = (
                 keep[i]
                 and (segment_one(nodes[a, near[i]], q_new[i], lower, upper, m, w, counter) & 1) == 1
