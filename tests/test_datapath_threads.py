@@ -5,6 +5,7 @@ inference thread is a fault. Real threads, real onnxruntime, many trials, values
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from control_fakes import IdealArmRobot, full_example_model, set_full_example_commands
@@ -14,6 +15,11 @@ from twin.control import CommandSource, OnnxRLController, RobotStateAdapter
 from twin.control.workers import AsyncWorker, WorkerMode
 
 TRIALS = 40
+#: Cycles a control loop may skip after a reset before the fresh inference's result arrives.
+#: The async worker waits up to a quarter period on a due cycle whose inference still runs, so
+#: the thread gets the interpreter; a small policy needs about 0.3 ms of it: 0-3 cycles here. A
+#: loop that never sleeps skipped 200-800 before (the forced GIL switch, 5 ms, per hand-off).
+SKIP_BOUND = 25
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +42,15 @@ def _controller(policy, mode):
 
 
 class ControlLoop:
-    """The control thread: ``update`` then ``step``, recording every result and exception."""
+    """The control thread: ``update`` then ``step`` (tight, or paced by ``pace_s`` of sleep: a
+    loop's own rate, not a synchronisation), recording every result and exception and the
+    longest run of skipped cycles (``max_skipped``, reset by the test)."""
 
-    def __init__(self, controller, robot) -> None:
-        self.controller, self.robot = controller, robot
+    def __init__(self, controller, robot, pace_s: float = 0.0) -> None:
+        self.controller, self.robot, self.pace_s = controller, robot, pace_s
         self.results: list[bool] = []
         self.errors: list[BaseException] = []
+        self.max_skipped = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -49,10 +58,14 @@ class ControlLoop:
         while not self._stop.is_set():
             try:
                 self.results.append(self.controller.update(self.robot.t_us))
+                skipped = getattr(self.controller.worker, "consecutive_overruns", 0)
+                self.max_skipped = max(self.max_skipped, skipped)
             except BaseException as e:  # what must never happen: recorded, asserted empty
                 self.errors.append(e)
                 return
             self.robot.step()
+            if self.pace_s:
+                time.sleep(self.pace_s)
 
     def __enter__(self) -> ControlLoop:
         self._thread.start()
@@ -63,17 +76,19 @@ class ControlLoop:
         self._thread.join(5.0)
 
 
-def test_reset_from_another_thread_while_the_async_worker_runs(policy):
+@pytest.mark.parametrize("pace_s", [0.0, 0.001], ids=["tight", "paced"])
+def test_reset_from_another_thread_while_the_async_worker_runs(policy, pace_s):
     controller, robot = _controller(policy, WorkerMode.ASYNC)
-    with ControlLoop(controller, robot) as loop:
+    with ControlLoop(controller, robot, pace_s) as loop:
         for _ in range(TRIALS):
-            writes = robot.writes
             controller.reset()  # from this thread, while the loop thread updates
+            writes, loop.max_skipped = robot.writes, 0
             # after each reset the policy runs again: new commands reach the robot
             wait_until(lambda w=writes: robot.writes >= w + 3, 15.0)
             worker = controller.worker
             assert isinstance(worker, AsyncWorker) and not worker.faulted
             assert worker._thread is not None and worker._thread.is_alive()
+            assert loop.max_skipped <= SKIP_BOUND, "the fresh inference came too late"
     assert loop.errors == []
     assert all(loop.results), controller.fault
     threads = [t for t in threading.enumerate() if t.name == "AsyncWorker"]

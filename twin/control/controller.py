@@ -25,7 +25,10 @@ counts them) but not the cycle: the command was sent and the policy keeps its ra
 Threads: ``create``, ``init``, ``reset``, ``update`` and ``close`` may be called from any thread;
 one lock serialises them, so a ``reset`` from another thread waits for a running ``update`` and
 stops the async worker's thread before the buffers are zeroed. A dead inference thread is a
-fault: ``update`` returns ``False`` and ``fault`` names the thread.
+fault: ``update`` returns ``False`` and ``fault`` names the thread. So is an inference that
+stays busy past the async worker's watchdog (``init(watchdog_s=..., watchdog_periods=...)``):
+``fault_error`` is the ``InferenceOverdueError`` (which cycle, how late), nothing is written
+until ``reset``, and the robot keeps the last command.
 """
 
 from __future__ import annotations
@@ -92,6 +95,9 @@ class OnnxRLController:
         self.error: ControlError | None = None
         #: Why the last failed ``update`` failed, else ``None`` (cleared by a good cycle).
         self.fault: str | None = None
+        #: The typed error behind a worker's latched ``fault`` (the watchdog's
+        #: ``InferenceOverdueError``), else ``None``; cleared by ``reset``.
+        self.fault_error: ControlError | None = None
         #: Failed cycles since construction.
         self.fault_count = 0
         #: Rows the data collection failed to write (each fails its ``update``, not the cycle).
@@ -139,17 +145,31 @@ class OnnxRLController:
         return True
 
     def init(
-        self, enable_data_collection: bool = False, mode: WorkerMode = WorkerMode.SYNC
+        self,
+        enable_data_collection: bool = False,
+        mode: WorkerMode = WorkerMode.SYNC,
+        watchdog_s: float | None = None,
+        watchdog_periods: int | None = None,
     ) -> bool:
         """Connect every component to the interfaces and set up the worker.
 
+        ``watchdog_s`` / ``watchdog_periods``: the async worker's inference watchdog (wall
+        seconds, or periods of the ``t_us`` time base; defaults in ``AsyncWorker``); an
+        inference busy beyond either is a latched fault (``fault_error`` is an
+        ``InferenceOverdueError``). The sync worker infers inline and has none.
         Returns ``False`` (reason in ``error``) if no model was created or a component cannot be
         served (unknown joint, missing sensor, ...). Ends with ``reset()``.
         """
         with self._lock:
-            return self._init(enable_data_collection, mode)
+            return self._init(enable_data_collection, mode, watchdog_s, watchdog_periods)
 
-    def _init(self, enable_data_collection: bool, mode: WorkerMode) -> bool:
+    def _init(
+        self,
+        enable_data_collection: bool,
+        mode: WorkerMode,
+        watchdog_s: float | None,
+        watchdog_periods: int | None,
+    ) -> bool:
         self._stop_worker()
         self._initialized = False
         self.error = None
@@ -169,8 +189,10 @@ class OnnxRLController:
             self._collect = enable_data_collection and self._register_data_sources()
         except ControlError as e:
             return self._failed(e, "init")
-        worker_cls = AsyncWorker if WorkerMode(mode) is WorkerMode.ASYNC else SyncWorker
-        self._worker = worker_cls(self._context.update_rate)
+        if WorkerMode(mode) is WorkerMode.ASYNC:
+            self._worker = AsyncWorker(self._context.update_rate, watchdog_s, watchdog_periods)
+        else:
+            self._worker = SyncWorker(self._context.update_rate)
         self._worker.set_callbacks(self._read_inputs, self._infer, self._write_outputs)
         self._compile()
         self._initialized = True
@@ -222,7 +244,7 @@ class OnnxRLController:
                 self._worker.reset()
             if self.runtime.is_initialized:
                 self.runtime.reset_buffers()
-            self.fault = None
+            self.fault = self.fault_error = None
             self._collection_failed = False
 
     def update(self, t_us: int) -> bool:
@@ -246,7 +268,10 @@ class OnnxRLController:
                     f"data collection failed at t_us={t_us}; the command was sent and the policy "
                     "keeps its rate (see the collector's error)"
                 )
-            if self.fault is None:
+            if worker.fault_error is not None:
+                self.fault_error = worker.fault_error
+                self._set_fault(worker.fault)
+            elif self.fault is None:
                 self._set_fault(worker.fault or "the policy cycle failed")
             return False
 

@@ -49,3 +49,25 @@ class UnclaimedTensorWarning(UserWarning):
 
 class ExecutionProviderWarning(RuntimeWarning):
     """The requested execution provider (CUDA) is not available; the runtime fell back to CPU."""
+
+
+class InferenceOverdueError(ControlError):
+    """The async worker's watchdog: an inference still running past its limit.
+
+    ``dispatched_t_us`` / ``t_us``: the cycle the inference belongs to and the tick that found it
+    late (the caller's microseconds); ``busy_periods``: whole periods elapsed since dispatch in
+    that time base; ``busy_s``: wall-clock seconds since dispatch; ``limit``: the limit that was
+    exceeded, as text (``"3 periods"`` or ``"0.250 s"``).
+    """
+
+    def __init__(
+        self, dispatched_t_us: int, t_us: int, busy_periods: int, busy_s: float, limit: str
+    ) -> None:
+        self.dispatched_t_us, self.t_us = dispatched_t_us, t_us
+        self.busy_periods, self.busy_s, self.limit = busy_periods, busy_s, limit
+        super().__init__(
+            f"watchdog: the inference dispatched at t_us={dispatched_t_us} is still running at "
+            f"t_us={t_us}: {busy_periods} period(s) and {busy_s:.3f} s of wall time since "
+            f"dispatch, beyond the limit of {limit}; no output is written until reset() (the "
+            "robot keeps the last command)"
+        )

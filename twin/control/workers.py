@@ -8,10 +8,23 @@ milliseconds, reaches the period, and the phase advances by exactly one period
 
 ``SyncWorker`` runs the three callbacks inline. ``AsyncWorker`` reads on the caller's thread,
 infers on a background thread, and writes finished results on the caller's thread at the next
-``update``; a cycle boundary reached while inference still runs is skipped (an overrun:
-``update`` returns ``True``); a failed inference latches a fault (``update`` returns ``False``)
-until ``reset``, and so does an inference thread found dead (``fault`` names it): a worker whose
-thread is gone never reports success again.
+``update``. A cycle boundary reached while inference still runs first waits up to
+``overrun_wait_s`` (a quarter period) for the result, blocked on the condition so that the
+inference thread gets the interpreter; a result that comes is written and the cycle dispatched,
+late by that wait; otherwise the cycle is skipped (an overrun: ``update`` returns ``True``). A
+failed inference latches a fault (``update`` returns ``False``) until ``reset``, and so does an
+inference thread found dead (``fault`` names it): a worker whose thread is gone never reports
+success again. The watchdog latches one more: an inference busy longer than ``watchdog_s`` of
+wall time or ``watchdog_periods`` periods of the caller's time base (``fault_error`` is an
+``InferenceOverdueError`` saying which cycle and by how much); nothing is written until
+``reset``, so the robot keeps the last command, and the late result is dropped.
+
+Why the wait: with a control loop that never blocks, the inference thread runs only when the
+interpreter takes the GIL from the loop by force, once per ``sys.getswitchinterval()`` (5 ms)
+at best, and an inference needs several hand-offs (to take the request, after the onnxruntime
+call, to publish); CPython asks for the forced switch only if no other thread took the GIL in
+the interval, so other threads and CPU load postpone it further. Against a loop of 50-100 us a
+tick that is tens to hundreds of skipped cycles after every start (``docs/faults/datapath.md``).
 
 Threads: ``update``, ``reset`` and ``close`` of a worker may be called from any thread; they are
 serialised by one lock, so ``reset`` from another thread waits for a running ``update`` and
@@ -28,7 +41,10 @@ import enum
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
+
+from twin.control.errors import ControlError, InferenceOverdueError
 
 __all__ = ["AsyncWorker", "SyncWorker", "Worker", "WorkerMode"]
 
@@ -38,6 +54,7 @@ Callback = Callable[[], bool]
 #: Every how many consecutive overruns a warning is logged (as the reference does).
 OVERRUN_WARN_EVERY = 10
 _JOIN_TIMEOUT_S = 5.0
+_clock = time.monotonic
 
 
 class WorkerMode(enum.Enum):
@@ -52,6 +69,17 @@ def period_ms(update_rate_hz: float) -> int:
     if not (math.isfinite(update_rate_hz) and update_rate_hz > 0.0):
         raise ValueError(f"update rate must be a positive number of Hz, got {update_rate_hz}")
     return _lround(1000.0 / update_rate_hz)
+
+
+def _seconds(name: str, value: float, allow_inf: bool) -> float:
+    """``value`` as seconds (>= 0; ``inf`` only where ``allow_inf``), or a ``ValueError``."""
+    ok = value >= 0.0 and (math.isfinite(value) or (allow_inf and value == math.inf))
+    if not ok:
+        raise ValueError(
+            f"{name} must be a number of seconds >= 0{' (or math.inf)' if allow_inf else ''}, "
+            f"got {value!r}"
+        )
+    return float(value)
 
 
 def _lround(x: float) -> int:
@@ -74,6 +102,8 @@ class Worker(abc.ABC):
         self._first = True
         #: Why the worker is faulted (``update`` returns False until ``reset``), else None.
         self.fault: str | None = None
+        #: The typed error behind ``fault`` when there is one (the watchdog's), else None.
+        self.fault_error: ControlError | None = None
 
     def set_callbacks(self, read_fn: Callback, work_fn: Callback, write_fn: Callback) -> bool:
         """Register the three callbacks (each returns ``True`` on success); ``False`` if one is None."""
@@ -124,10 +154,40 @@ class AsyncWorker(Worker):
 
     ``overruns`` counts every skipped cycle since construction; ``consecutive_overruns`` those
     since the last dispatched cycle.
+
+    overrun_wait_s: how long a due ``update`` that finds the inference still running waits for
+    its result (default: a quarter period) before it skips the cycle. ``watchdog_s``: wall-clock
+    seconds an inference may stay busy after its dispatch (default: the larger of 1 s and four
+    periods; ``math.inf`` turns it off); ``watchdog_periods``: periods of the caller's time base
+    it may stay busy (``None``: no such limit). Past either limit the worker faults
+    (``fault_error`` is an ``InferenceOverdueError``) until ``reset``.
     """
 
-    def __init__(self, update_rate_hz: float) -> None:
+    def __init__(
+        self,
+        update_rate_hz: float,
+        watchdog_s: float | None = None,
+        watchdog_periods: int | None = None,
+        overrun_wait_s: float | None = None,
+    ) -> None:
         super().__init__(update_rate_hz)
+        period_s = self.period_ms / 1000.0
+        self.watchdog_s = _seconds(
+            "watchdog_s", max(1.0, 4 * period_s) if watchdog_s is None else watchdog_s, True
+        )
+        if self.watchdog_s == 0.0:
+            raise ValueError("watchdog_s must be more than 0 s (math.inf turns it off), got 0")
+        if watchdog_periods is not None and not (
+            isinstance(watchdog_periods, int) and watchdog_periods >= 1 and self.period_ms > 0
+        ):
+            raise ValueError(
+                "watchdog_periods must be a whole number of periods >= 1 (with a period of at "
+                f"least 1 ms) or None, got {watchdog_periods!r} at {self.period_ms} ms"
+            )
+        self.watchdog_periods = watchdog_periods
+        self.overrun_wait_s = _seconds(
+            "overrun_wait_s", period_s / 4 if overrun_wait_s is None else overrun_wait_s, False
+        )
         self._cv = threading.Condition()
         self._lifecycle = threading.RLock()  # update / reset / close, from any thread
         self._thread: threading.Thread | None = None
@@ -137,6 +197,8 @@ class AsyncWorker(Worker):
         self._finished = False
         self._successful = True
         self._faulted = False
+        self._dispatched_t_us = 0
+        self._dispatched_s = 0.0
         self.consecutive_overruns = 0
         self.overruns = 0
 
@@ -149,6 +211,9 @@ class AsyncWorker(Worker):
         """Inference requested or running (its result not yet published)."""
         with self._cv:
             return self._requested or self._working
+
+    def _idle(self) -> bool:
+        return not (self._requested or self._working)
 
     def update(self, t_us: int) -> bool:
         if self._read is None:
@@ -163,45 +228,68 @@ class AsyncWorker(Worker):
         if self._first:
             self._start()
         elif self._thread is None or not self._thread.is_alive():
-            self._faulted = True
-            self.fault = (
+            return self._latch(
                 "the worker is closed; call reset() to start it again"
                 if self._thread is None
                 else f"the inference thread {self._thread.name!r} is dead; no policy output "
                 "will come until reset()"
             )
-            logger.error("AsyncWorker: %s", self.fault)
-            return False
         due = self._due(t_us)
 
-        with self._cv:  # consume work finished since the last tick
-            finished, successful = self._finished, self._successful
+        with self._cv:
+            if due and self.overrun_wait_s > 0.0 and not self._idle():
+                # Blocking here releases the GIL: a control loop that never sleeps would
+                # otherwise leave the inference thread waiting for the interpreter's forced
+                # switch, which other threads' GIL hand-offs postpone without bound.
+                self._cv.wait_for(self._idle, self.overrun_wait_s)
+            finished, successful = self._finished, self._successful  # work finished meanwhile
             self._finished = False
+            busy = not self._idle()
         if finished and not (successful and self._write()):
             return False
 
-        if due:
-            with self._cv:
-                busy = self._requested or self._working
-                if busy:
-                    self.consecutive_overruns += 1
-                    self.overruns += 1
-            if busy:
+        if busy:
+            if due:
+                self.consecutive_overruns += 1
+                self.overruns += 1
                 if self.consecutive_overruns % OVERRUN_WARN_EVERY == 0:
                     logger.warning(
-                        "AsyncWorker: cycle overrun, inference still running at the cycle boundary "
-                        "(%d consecutive skipped)",
+                        "AsyncWorker: cycle overrun, inference still running at the cycle "
+                        "boundary (%d consecutive skipped)",
                         self.consecutive_overruns,
                     )
-                return True
+            return self._watch(t_us)
+        if due:
             if not self._read():
                 return False
+            self._dispatched_t_us, self._dispatched_s = t_us, _clock()
             with self._cv:
                 self._requested = True
-                self._cv.notify()
+                self._cv.notify_all()
             self._last_us += self._period_us
             self.consecutive_overruns = 0
         return True
+
+    def _watch(self, t_us: int) -> bool:
+        """The watchdog, on every tick that finds the inference busy: ``False`` (latched) once
+        it has been busy beyond ``watchdog_periods`` or ``watchdog_s``."""
+        busy_us, busy_s = t_us - self._dispatched_t_us, _clock() - self._dispatched_s
+        periods = busy_us // self._period_us if self._period_us else 0
+        limit = None
+        if self.watchdog_periods is not None and busy_us > self.watchdog_periods * self._period_us:
+            limit = f"{self.watchdog_periods} periods of {self.period_ms} ms"
+        elif busy_s > self.watchdog_s:
+            limit = f"{self.watchdog_s:.3f} s"
+        if limit is None:
+            return True
+        error = InferenceOverdueError(self._dispatched_t_us, t_us, periods, busy_s, limit)
+        return self._latch(str(error), error)
+
+    def _latch(self, why: str, error: ControlError | None = None) -> bool:
+        self._faulted = True
+        self.fault, self.fault_error = why, error
+        logger.error("AsyncWorker: %s", why)
+        return False
 
     def reset(self) -> None:
         """Stop the background thread, clear the fault and the phase (restarts on next update)."""
@@ -210,7 +298,7 @@ class AsyncWorker(Worker):
             super().reset()
             self.consecutive_overruns = 0
             self._faulted = False
-            self.fault = None
+            self.fault = self.fault_error = None
 
     def close(self) -> None:
         with self._lifecycle:
@@ -264,6 +352,7 @@ class AsyncWorker(Worker):
                 self._working = False
                 self._finished = True
                 self._successful = success
+                self._cv.notify_all()  # a control thread waiting out an overrun
                 if not success:
                     logger.error("AsyncWorker: work function failed; faulted until reset()")
                     self._faulted = True
