@@ -70,19 +70,23 @@ def test_the_pytest_plugin_collects_scenarios_per_backend_and_runs_them_with_xdi
     tight.write_text(source.read_text().replace("tol = 0.25", "tol = 0.000001"))
     (tmp_path / "other.toml").write_text("[tool.something]\nkey = 1\n")  # not a scenario
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--twin-backend=both"]
-    collected = subprocess.run(  # run in the folder: node ids relative to it
-        [*args, "--collect-only", "-q", "."],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
-    assert sorted(line for line in collected.stdout.splitlines() if "::" in line) == [
-        "tight.toml::tight[hardware]",
-        "tight.toml::tight[sim]",
-        "weigh.toml::weigh[hardware]",
-        "weigh.toml::weigh[sim]",
-    ]
+    # one run, in the folder (node ids relative to it); -rA lists every item it collected and
+    # ran with its outcome (no separate --collect-only run: a pytest start less)
     done = subprocess.run(
-        [*args, "-n", "2", "-q", "."], capture_output=True, text=True, timeout=900, cwd=tmp_path
+        [*args, "-n", "2", "-q", "-rA", "."],
+        capture_output=True, text=True, timeout=900, cwd=tmp_path,
+    )  # fmt: skip
+    outcomes = sorted(
+        tuple(line.split(" - ")[0].split(" ", 1))
+        for line in done.stdout.splitlines()
+        if line.startswith(("PASSED ", "FAILED ", "ERROR ", "SKIPPED "))
     )
+    assert outcomes == [
+        ("FAILED", "tight.toml::tight[hardware]"),
+        ("FAILED", "tight.toml::tight[sim]"),
+        ("PASSED", "weigh.toml::weigh[hardware]"),
+        ("PASSED", "weigh.toml::weigh[sim]"),
+    ], done.stdout
     assert done.returncode == 1, done.stdout
     assert "2 failed, 2 passed" in done.stdout
     assert "tight [hardware] weight_n: expected 4.905 +- 1e-06, measured" in done.stdout
