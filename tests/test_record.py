@@ -30,6 +30,25 @@ KP, KD = np.full(6, 60.0), np.full(6, 2.0)
 STEPS = 300
 
 
+def run_side_by_side(*commands: list[str], timeout: float = 300, cwd=None):
+    """Run independent commands at once (none of them real-time); their ``CompletedProcess``
+    (text) in order."""
+    procs = [
+        subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+        for c in commands
+    ]
+    done = []
+    for command, proc in zip(commands, procs, strict=True):
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        done.append(subprocess.CompletedProcess(command, proc.returncode, out, err))
+    return done
+
+
 def drive(robot, steps: int = STEPS) -> None:
     """Reset, then follow a slow sine on every joint: read, write, step."""
     robot.reset(q=Q0)
@@ -289,24 +308,17 @@ def test_a_full_disk_never_raises_into_the_loop_and_is_reported_at_close(tmp_pat
 
 def test_twin_replay_reports_on_the_command_line(sim_recording, tmp_path):
     run = [sys.executable, "-m", "twin", "replay"]
-    done = subprocess.run(
+    done, info, missing = run_side_by_side(
         [*run, str(sim_recording), "--plot", str(tmp_path / "r.png")],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [*run, str(sim_recording), "--info"],
+        [*run, str(tmp_path / "none.mcap")],
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     assert "reproduced" in done.stdout
     assert (tmp_path / "r.png").stat().st_size > 5000
-    info = subprocess.run(
-        [*run, str(sim_recording), "--info"], capture_output=True, text=True, timeout=300
-    )
     assert info.returncode == 0
     assert "/robot/state" in info.stdout and "twin.RobotState" in info.stdout
-    missing = subprocess.run(
-        [*run, str(tmp_path / "none.mcap")], capture_output=True, text=True, timeout=300
-    )
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines()[-1].startswith("twin replay: no recording")
     assert "Traceback" not in missing.stderr
@@ -337,11 +349,12 @@ def test_what_layers_publish_is_recorded_and_a_broken_subscriber_is_dropped(tmp_
 
 def test_the_command_line_records_a_run_with_what_the_layers_publish(tmp_path):
     path = tmp_path / "run.mcap"
-    done = subprocess.run(
-        [sys.executable, "-m", "twin", "run", "--policy", "reach", "--target", "0.35", "0.1",
-         "0.3", "--duration", "1", "--record", str(path)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+    twin_run = [sys.executable, "-m", "twin", "run", "--policy", "reach"]
+    done, bad = run_side_by_side(  # the sim's time is its own: a run beside it changes nothing
+        [*twin_run, "--target", "0.35", "0.1", "0.3", "--duration", "1", "--record", str(path)],
+        [*twin_run, "--record", "run.csv"],
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     with open(path, "rb") as f:
         summary = make_reader(f).get_summary()
@@ -355,10 +368,6 @@ def test_the_command_line_records_a_run_with_what_the_layers_publish(tmp_path):
     assert len(steps) == 25
     assert "obj.arm.joints.pos" in steps[0].data["detail"]["inputs"]
     assert replay(path).reproduced
-    bad = subprocess.run(
-        [sys.executable, "-m", "twin", "run", "--policy", "reach", "--record", "run.csv"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
     assert bad.returncode == 2
     assert "expected a file name ending in .mcap" in bad.stderr.strip().splitlines()[-1]
 
