@@ -15,10 +15,12 @@ from twin.control import CommandSource, OnnxRLController, RobotStateAdapter
 from twin.control.workers import AsyncWorker, WorkerMode
 
 TRIALS = 40
-#: Cycles a control loop may skip after a reset before the fresh inference's result arrives.
-#: The async worker waits up to a quarter period on a due cycle whose inference still runs, so
-#: the thread gets the interpreter; a small policy needs about 0.3 ms of it: 0-3 cycles here. A
-#: loop that never sleeps skipped 200-800 before (the forced GIL switch, 5 ms, per hand-off).
+#: Cycles a control loop may skip after a reset before the fresh inference's result arrives,
+#: beyond one per quarter period of wall time waited (the worker waits that long on a due cycle
+#: whose inference still runs, so the thread gets the interpreter; what the OS does not
+#: schedule in that time is the watchdog's). A small policy needs about 0.3 ms: 0-3 cycles here.
+#: A loop that never sleeps skipped 200-800 before, about 10 per ms (a forced GIL switch, 5 ms,
+#: per hand-off).
 SKIP_BOUND = 25
 
 
@@ -82,13 +84,15 @@ def test_reset_from_another_thread_while_the_async_worker_runs(policy, pace_s):
     with ControlLoop(controller, robot, pace_s) as loop:
         for _ in range(TRIALS):
             controller.reset()  # from this thread, while the loop thread updates
-            writes, loop.max_skipped = robot.writes, 0
+            writes, loop.max_skipped, t0 = robot.writes, 0, time.monotonic()
             # after each reset the policy runs again: new commands reach the robot
             wait_until(lambda w=writes: robot.writes >= w + 3, 15.0)
+            waited_s = time.monotonic() - t0
             worker = controller.worker
             assert isinstance(worker, AsyncWorker) and not worker.faulted
             assert worker._thread is not None and worker._thread.is_alive()
-            assert loop.max_skipped <= SKIP_BOUND, "the fresh inference came too late"
+            bound = SKIP_BOUND + waited_s / worker.overrun_wait_s
+            assert loop.max_skipped <= bound, ("the fresh inference came too late", waited_s)
     assert loop.errors == []
     assert all(loop.results), controller.fault
     threads = [t for t in threading.enumerate() if t.name == "AsyncWorker"]
