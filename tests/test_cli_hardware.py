@@ -85,13 +85,11 @@ def test_sigint_during_the_demo_holds_the_arm_closes_the_ports_and_exits_130(emu
     )
     try:
         ports = set(emulated.pts.values())
-        # The robot has every port open: it is connecting or connected (open_robot defers
-        # Ctrl-C until the robot is whole, so the interrupt then holds and closes all of it).
-        # Not later: the demo's first line on stdout is its summary, printed once the robot is
-        # closed, so an interrupt after it would not interrupt a running arm.
-        wait_until(lambda: ports <= open_pts(proc.pid), 120)
+        wait_until(lambda: ports <= open_pts(proc.pid), 120)  # the robot has every port open
+        first = proc.stdout.readline()  # the demo's first report: the arm is under control
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
+        out = first + out
     finally:
         if proc.poll() is None:
             proc.kill()
