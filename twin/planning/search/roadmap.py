@@ -69,12 +69,13 @@ class RoadmapPath:
 
 
 class Roadmap:
-    """Free ``nodes`` (N, n) rad, free edges as adjacency lists (neighbour, length rad) and the
-    connected part ``component`` (N,) of every node; ``build_s`` and ``edges_checked``."""
+    """Free ``nodes`` (N, n) rad, free edges ``a``-``b`` as adjacency lists (neighbour, length
+    rad) and the connected part ``component`` (N,) of every node; ``build_s``: seconds since
+    ``started`` (a ``time.perf_counter`` value: when the build began) to the end of the
+    construction, the shortest-path table included."""
 
-    def __init__(self, nodes: np.ndarray, a: np.ndarray, b: np.ndarray, build_s: float) -> None:
+    def __init__(self, nodes: np.ndarray, a: np.ndarray, b: np.ndarray, started: float) -> None:
         self.nodes = nodes
-        self.build_s = build_s
         n = len(nodes)
         length = np.linalg.norm(nodes[a] - nodes[b], axis=1) if len(a) else np.zeros(0)
         adj: list[list[tuple[int, float]]] = [[] for _ in range(n)]
@@ -101,6 +102,7 @@ class Roadmap:
             self._dist, self._pred = shortest_path(
                 graph, method="D", directed=True, return_predecessors=True
             )
+        self.build_s = time.perf_counter() - started
 
     @classmethod
     def build(
@@ -133,9 +135,7 @@ class Roadmap:
                 break
             hi = lo + EDGE_BATCH
             keep[lo:hi] = checker.segments_free(q[a[lo:hi]], q[b[lo:hi]])
-        roadmap = cls(q, a[keep], b[keep], 0.0)
-        roadmap.build_s = time.perf_counter() - t0  # the shortest-path table included
-        return roadmap
+        return cls(q, a[keep], b[keep], t0)
 
     def path(
         self,
