@@ -9,27 +9,30 @@ way-point's TCP position. A blend never reaches beyond half of either neighbouri
 never overlap and each is checked on its own.
 
 Search (per way-point): the blend is scaled by a factor ``f`` in (0, 1] of its largest allowed
-size (entry ``f * half the incoming segment``, exit ``f * half the outgoing one``); factors
-``1, 1/2, 1/4, ... 1/32`` are tried, the largest free one kept, and the bracket between it and
-the colliding one above it is narrowed to 1/64 of its width (linear way-points: ``REFINEMENTS``
-bisection steps). The joint way-points of a path are searched together
-(``joint_blend_searches``), in at most five checker batches a path: the largest blend of all
-of them (usually free far from obstacles: one batch), the rest of the ladder of those where it
-collides, then ``ROUNDS`` rounds that check ``PARTS - 1`` factors inside every bracket at once
-(the bisection's eight or nine batches, at about 80 us of Python each, were most of a
-single-corner query's blend time); every blend is checked with the certified intervals of
-``curve.blends_free`` (a fifth of the fixed-spacing samples far from obstacles; blend search on
-fixed-spacing samples was the largest stage of the stored shelf and cage tail queries). So the
-reported radius is verified free, and the smallest radius found colliding above it (if any) is
-reported too (``BlendSearch.colliding``): "the largest free radius" to within 1/128 of the
-largest size (the ladder's brackets are at most half of it wide). Like the reference, a smaller non-zero
-radius is not guaranteed free.
+size (entry ``f * half the incoming segment``, exit ``f * half the outgoing one``). A linear
+way-point (``_search``) tries ``1, 1/2, 1/4, ... 1/32`` (``LADDER``), keeps the largest free one
+and narrows the bracket above it by ``REFINEMENTS`` bisections. The joint way-points of a path
+are searched together (``joint_blend_searches``, ``_narrow``), one checker batch a step: the
+largest blend of all of them first (free at about five corners in six of the stored shelf and
+cage queries: one batch); where it collides, the bracket [``w``, 1] is split into
+``FIRST_PARTS`` equal parts, then every bracket wider than ``TOLERANCE`` into ``PARTS``. ``w``
+comes free with the first batch: the corner's certified width for the joint box of its largest
+blend (``curve.blend_checks``; the blends of one corner are scalings about it, so that width
+certifies every factor up to it). Every blend is checked with the certified intervals of
+``curve.blend_checks`` (its corner first, then coarse samples, then fine ones in the gaps). So
+the reported radius is verified free, and the smallest radius found colliding above it (if any)
+is reported too (``BlendSearch.colliding``): "the largest free radius" to within
+``TOLERANCE`` (1/32) of the largest size, in at most three batches a path (the halving ladder
+and six bisections before took five; blend radii were half the slowest cage queries' time).
+Like the reference, a smaller non-zero radius is not guaranteed free.
 
 The returned path is the executed curve's check passed (``blend_radii``): the curve of every run
-of joint way-points is built as execution builds it (``curve.build_curve``) and checked piece by
-piece (``curve.pieces_free``: its straight remainders too, which are pieces of certified segments
-but are checked on their own ends); a run with a blocked piece gets no blends (its way-points
-become stops, the path the search certified).
+of joint way-points is built as execution builds it (``curve.build_curve``) and its pieces
+checked (``curve.pieces_free``) except the blends the search built and verified
+(``BlendSearch.blend``: built with ``build_curve``'s float operations, compared float for float,
+so the check would repeat the search's verdict): the straight remainders (pieces of certified
+segments, but checked on their own ends) and any blend the search did not build. A run with a
+blocked piece gets no blends (its way-points become stops, the path the search certified).
 
 Mixed way-points (a joint segment on one side, a linear one on the other) get ``BlendRadius(0,
 0)``: the robot stops there. The last way-point always gets zero.
@@ -187,7 +190,7 @@ def _narrow(free_many, count: int) -> list[tuple[float, float | None]]:
     hi = np.where(free, np.nan, 1.0)  # nan: no colliding one above
     parts = FIRST_PARTS
     for _ in range(MAX_ROUNDS):
-        open_ = np.flatnonzero(hi - lo > TOLERANCE)  # nan compares False
+        open_ = np.flatnonzero(hi - lo > TOLERANCE * (1.0 + 1e-9))  # nan compares False
         if not len(open_):
             break
         inner = np.arange(1, parts) / parts
