@@ -182,18 +182,20 @@ def build_curve(
             f"vertex {i + 1}) exceed the segment length {lengths[i]:.6g} rad; expected at most "
             "the segment length (the reported radii never exceed half of it)"
         )
+    # every piece's points in a few array operations (the same float operations row by row)
+    starts = p[:-1] + d_out[:-1, None] * dirs
+    blend_a = p[1:-1] - d_in[1:-1, None] * dirs[:-1]
+    blend_b = p[1:-1] + d_out[1:-1, None] * dirs[1:]
+    rest = (lengths - d_out[:-1] - d_in[1:]).tolist()
+    entries, exits = d_in.tolist(), d_out.tolist()
     pieces: list[Line | Blend] = []
     for i in range(n - 1):
-        a = p[i] + d_out[i] * dirs[i]
-        length = max(0.0, lengths[i] - d_out[i] - d_in[i + 1])
+        length = max(0.0, rest[i])
         if length > DUPLICATE_TOLERANCE:
-            pieces.append(Line(a, dirs[i], length))
-        if 0 < i + 1 < n - 1 and d_in[i + 1] > 0.0:
-            c = p[i + 1]
-            e, x = float(d_in[i + 1]), float(d_out[i + 1])
-            pieces.append(
-                Blend(c - e * dirs[i], c, c + x * dirs[i + 1], dirs[i], dirs[i + 1], e, x)
-            )
+            pieces.append(Line(starts[i], dirs[i], length))
+        if i + 1 < n - 1 and entries[i + 1] > 0.0:
+            e, x = entries[i + 1], exits[i + 1]
+            pieces.append(Blend(blend_a[i], p[i + 1], blend_b[i], dirs[i], dirs[i + 1], e, x))
     return JointCurve(tuple(pieces), p, d_in, d_out)
 
 
