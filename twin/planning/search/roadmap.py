@@ -155,11 +155,12 @@ class Roadmap:
         s_nodes, g_nodes = self._joined(checker, start, goal, order, n, connect)
         if not len(s_nodes) or not len(g_nodes):
             return RoadmapPath(None)
-        shared = np.intersect1d(self.component[s_nodes], self.component[g_nodes])
-        if not len(shared):
+        s_parts, g_parts = self.component[s_nodes].tolist(), self.component[g_nodes].tolist()
+        shared = set(s_parts) & set(g_parts)  # a few dozen nodes: sets, not numpy calls
+        if not shared:
             return RoadmapPath(None)
-        s_nodes = s_nodes[np.isin(self.component[s_nodes], shared)]
-        g_nodes = g_nodes[np.isin(self.component[g_nodes], shared)]
+        s_nodes = s_nodes[[c in shared for c in s_parts]]
+        g_nodes = g_nodes[[c in shared for c in g_parts]]
         if self._dist is not None:
             return RoadmapPath(
                 np.vstack((start, self.nodes[self._table_path(d, s_nodes, g_nodes)], goal))
