@@ -40,6 +40,7 @@ Mixed way-points (a joint segment on one side, a linear one on the other) get ``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -287,7 +288,7 @@ def _blocked_runs(
     q_start: object,
     waypoints: list[Waypoint],
     checker: MotionChecker,
-    verified: list[Blend] = (),  # type: ignore[assignment]
+    verified: Sequence[Blend] = (),
 ) -> list:
     """(lo, hi): the way-points ``lo .. hi - 1`` of each run of joint segments with a blend whose
     executed curve (``build_curve``, as ``execute.joint_curve`` builds it) has a blocked piece;
