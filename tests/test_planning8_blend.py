@@ -8,6 +8,7 @@ import pybullet as pb
 import pytest
 
 from twin.planning import Obstacle, Planner, PlannerSettings
+from twin.planning.motion import blend
 from twin.planning.motion.blend import blend_radii, blend_searches, joint_blend_search
 from twin.planning.motion.curve import build_curve, curve_free
 from twin.planning.requests import BlendRadius, Movement, Waypoint
@@ -73,8 +74,9 @@ def test_constructed_corner_reports_a_verified_radius_and_a_larger_one_collides(
     larger = build_curve([QA, QB, QC], [0, s.colliding.entry, 0], [0, s.colliding.exit, 0])
     assert curve_free(reported, checker)
     assert not curve_free(larger, checker)
-    # Bracketed to 1/128 of the largest size (a halving ladder, then 6 bisections).
-    assert 0.0 < s.colliding.entry - s.radius.entry <= half_in / 2**7 + 1e-12
+    # Bracketed to 1/32 of the largest size (``blend.TOLERANCE``).
+    assert blend.TOLERANCE == 1.0 / 32.0
+    assert 0.0 < s.colliding.entry - s.radius.entry <= half_in / 32.0 + 1e-12
     # Exact geometry: the reported blend is free, the largest allowed blend hits the ball.
     exact = ExactBall(planner.model)
     try:

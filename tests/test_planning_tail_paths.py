@@ -12,7 +12,15 @@ import pytest
 from twin.planning import InitialState, PathRequest, Planner, PlannerSettings
 from twin.planning.collision.checker import CollisionChecker
 from twin.planning.collision.scene_obstacles import obstacles_from_scene
-from twin.planning.motion.curve import Blend, blends_free, curve_free, piece_samples
+from twin.planning.motion.blend import _blocked_runs, blend_searches
+from twin.planning.motion.curve import (
+    CORNER_SURE,
+    Blend,
+    blend_checks,
+    blends_free,
+    curve_free,
+    piece_samples,
+)
 from twin.planning.motion.execute import joint_curve
 
 QUERIES = Path(__file__).resolve().parent.parent / "assets" / "planning"
@@ -99,3 +107,55 @@ def test_the_shortest_path_table_agrees_with_a_star(scene):
         assert table[0] == s and table[-1] == g
         assert length(table) == pytest.approx(length(star), rel=1e-9, abs=1e-12)
     assert compared >= 20  # most node pairs share a connected part: the comparison happened
+
+
+def test_corner_widths_certify_blends_free_without_the_margin(scene):
+    """A corner width ``w`` (``blend_checks``) certifies the blend and its scalings about the
+    corner by any factor up to ``w``: dense samples are free even without the margin."""
+    planner, _ = scene
+    a, c, b = _random_blends(planner, 300, 9)
+    a, b = c + 0.1 * (a - c), c + 0.1 * (b - c)  # small blends: some corners certify them
+    ok, corner = blend_checks(a, c, b, planner.checker)
+    sure = corner >= CORNER_SURE
+    assert 10 < sure.sum() < len(sure)  # both occur
+    assert ok[sure].all()
+    bare = CollisionChecker(planner._robot, planner._field, 0.0, planner.lower, planner.upper)
+    for k in np.flatnonzero(corner > 0.05)[:60]:
+        f = min(1.0, corner[k])  # the blend scaled about its corner by the certified factor
+        blend = Blend(c[k] + f * (a[k] - c[k]), c[k], c[k] + f * (b[k] - c[k]), c[k], c[k], 1, 1)
+        assert bare.free(blend.at(np.linspace(0.0, 1.0, 200))).all(), k
+
+
+def test_the_executed_curve_check_does_not_repeat_the_searched_blends(scene):
+    """``_blocked_runs`` given the search's blends checks only the straight remainders (no
+    certified blend samples); without them it checks the blends too, with the same verdict."""
+    planner, queries = scene
+
+    class Counting:  # the planner's checker, counting the blend checks (``certified``)
+        def __init__(self, checker):
+            self.checker, self.blend_calls = checker, 0
+            self.free, self.steps = checker.free, checker.steps
+            self.segments_free = checker.segments_free
+
+        def certified(self, q, dq):
+            self.blend_calls += 1
+            return self.checker.certified(q, dq)
+
+    compared = 0
+    for q in queries[:60]:
+        start = np.array(q["start"])
+        if not planner.checker.within_limits(start[None])[0]:
+            continue
+        result = planner.path(InitialState(start), PathRequest([np.array(q["goal"])]))
+        if not any(w.blend_radius.entry > 0.0 for w in result.waypoints):
+            continue  # no blend (a straight path, or a run that became stops)
+        searches = blend_searches(start, list(result.waypoints), planner.checker)
+        verified = [s.blend for s in searches if s.blend is not None]
+        if not verified:
+            continue
+        with_blends, without = Counting(planner.checker), Counting(planner.checker)
+        runs = _blocked_runs(start, list(result.waypoints), with_blends, verified)
+        assert runs == _blocked_runs(start, list(result.waypoints), without) == []
+        assert with_blends.blend_calls == 0 and without.blend_calls > 0
+        compared += 1
+    assert compared >= 10

@@ -9,27 +9,30 @@ way-point's TCP position. A blend never reaches beyond half of either neighbouri
 never overlap and each is checked on its own.
 
 Search (per way-point): the blend is scaled by a factor ``f`` in (0, 1] of its largest allowed
-size (entry ``f * half the incoming segment``, exit ``f * half the outgoing one``); factors
-``1, 1/2, 1/4, ... 1/32`` are tried, the largest free one kept, and the bracket between it and
-the colliding one above it is narrowed to 1/64 of its width (linear way-points: ``REFINEMENTS``
-bisection steps). The joint way-points of a path are searched together
-(``joint_blend_searches``), in at most five checker batches a path: the largest blend of all
-of them (usually free far from obstacles: one batch), the rest of the ladder of those where it
-collides, then ``ROUNDS`` rounds that check ``PARTS - 1`` factors inside every bracket at once
-(the bisection's eight or nine batches, at about 80 us of Python each, were most of a
-single-corner query's blend time); every blend is checked with the certified intervals of
-``curve.blends_free`` (a fifth of the fixed-spacing samples far from obstacles; blend search on
-fixed-spacing samples was the largest stage of the stored shelf and cage tail queries). So the
-reported radius is verified free, and the smallest radius found colliding above it (if any) is
-reported too (``BlendSearch.colliding``): "the largest free radius" to within 1/128 of the
-largest size (the ladder's brackets are at most half of it wide). Like the reference, a smaller non-zero
-radius is not guaranteed free.
+size (entry ``f * half the incoming segment``, exit ``f * half the outgoing one``). A linear
+way-point (``_search``) tries ``1, 1/2, 1/4, ... 1/32`` (``LADDER``), keeps the largest free one
+and narrows the bracket above it by ``REFINEMENTS`` bisections. The joint way-points of a path
+are searched together (``joint_blend_searches``, ``_narrow``), one checker batch a step: the
+largest blend of all of them first (free at about five corners in six of the stored shelf and
+cage queries: one batch); where it collides, the bracket [``w``, 1] is split into
+``FIRST_PARTS`` equal parts, then every bracket wider than ``TOLERANCE`` into ``PARTS``. ``w``
+comes free with the first batch: the corner's certified width for the joint box of its largest
+blend (``curve.blend_checks``; the blends of one corner are scalings about it, so that width
+certifies every factor up to it). Every blend is checked with the certified intervals of
+``curve.blend_checks`` (its corner first, then coarse samples, then fine ones in the gaps). So
+the reported radius is verified free, and the smallest radius found colliding above it (if any)
+is reported too (``BlendSearch.colliding``): "the largest free radius" to within
+``TOLERANCE`` (1/32) of the largest size, in at most three batches a path (the halving ladder
+and six bisections before took five; blend radii were half the slowest cage queries' time).
+Like the reference, a smaller non-zero radius is not guaranteed free.
 
 The returned path is the executed curve's check passed (``blend_radii``): the curve of every run
-of joint way-points is built as execution builds it (``curve.build_curve``) and checked piece by
-piece (``curve.pieces_free``: its straight remainders too, which are pieces of certified segments
-but are checked on their own ends); a run with a blocked piece gets no blends (its way-points
-become stops, the path the search certified).
+of joint way-points is built as execution builds it (``curve.build_curve``) and its pieces
+checked (``curve.pieces_free``) except the blends the search built and verified
+(``BlendSearch.blend``: built with ``build_curve``'s float operations, compared float for float,
+so the check would repeat the search's verdict): the straight remainders (pieces of certified
+segments, but checked on their own ends) and any blend the search did not build. A run with a
+blocked piece gets no blends (its way-points become stops, the path the search certified).
 
 Mixed way-points (a joint segment on one side, a linear one on the other) get ``BlendRadius(0,
 0)``: the robot stops there. The last way-point always gets zero.
@@ -37,14 +40,17 @@ Mixed way-points (a joint segment on one side, a linear one on the other) get ``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from twin.planning.errors import PlanningInputError
 from twin.planning.motion.curve import (
+    Blend,
+    Line,
     MotionChecker,
-    blends_free,
+    blend_checks,
     build_curve,
     curve_free,
     pieces_free,
@@ -52,25 +58,35 @@ from twin.planning.motion.curve import (
 from twin.planning.motion.linear import CartesianPath, linear_motion, resolve_flange_T_tcp
 from twin.planning.requests import BlendRadius, Movement, Waypoint
 
+#: ``_search`` (one linear way-point at a time): the halving ladder, then bisection steps of
+#: the bracket.
 LADDER = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125)
-#: ``_search`` (one linear way-point at a time): bisection steps of the bracket.
 REFINEMENTS = 6
-#: Joint way-points (``_narrow``): rounds that split every bracket into ``PARTS`` equal parts;
-#: the same precision as ``REFINEMENTS`` bisections (4^3 = 2^6) in half the checker calls.
-ROUNDS = 3
+#: Joint way-points (``_narrow``): the first split of a bracket, the later ones, and the width
+#: (a factor of the largest size) below which a bracket is not split further.
+FIRST_PARTS = 8
 PARTS = 4
+TOLERANCE = 1.0 / 32.0
+#: Splits at most (8 then 4 parts: two reach ``TOLERANCE`` from any bracket).
+MAX_ROUNDS = 4
+#: A corner width ``w`` certifies the factors up to ``w / CORNER_ALLOWANCE`` (rounding: the
+#: built blend's box is the scaled one to a few ulps; ``curve.CORNER_SURE`` then passes it).
+CORNER_ALLOWANCE = 1.0 + 1e-6
 
 
 @dataclass(frozen=True)
 class BlendSearch:
     """Result at one way-point: ``radius`` (verified free), ``colliding`` (the smallest radius
     found colliding above it, or None when the largest allowed size is free), ``largest``
-    (the largest allowed size: half the neighbouring segments), ``unit`` "rad" or "m"."""
+    (the largest allowed size: half the neighbouring segments), ``unit`` "rad" or "m";
+    ``blend``: a joint way-point's blend at ``radius`` as built and verified (None for zero
+    and linear ones)."""
 
     radius: BlendRadius
     colliding: BlendRadius | None
     largest: BlendRadius
     unit: str
+    blend: Blend | None = None
 
 
 def _search(is_free, largest_in: float, largest_out: float, unit: str) -> BlendSearch:
@@ -113,7 +129,9 @@ def joint_blend_search(
 
 def joint_blend_searches(corners: list[tuple], checker: MotionChecker) -> list[BlendSearch]:
     """``joint_blend_search`` of many corners ``(q_prev, q, q_next)`` ((n,) rad each) at once:
-    one ``checker.free`` batch for the ladder of all of them and one per narrowing round."""
+    one ``checker`` batch per step of ``_narrow`` for all of them. Each search's ``blend`` is
+    the reported blend as it was built and verified (``_blocked_runs`` does not check it
+    again)."""
     q = np.array([[np.asarray(x, dtype=float) for x in c] for c in corners])  # (M, 3, n)
     if not len(q):
         return []
@@ -131,58 +149,60 @@ def joint_blend_searches(corners: list[tuple], checker: MotionChecker) -> list[B
     idx = np.array(live)
     u_in = seg_in[idx] / d_in[idx, None]
     u_out = seg_out[idx] / d_out[idx, None]
+    corner, half_in, half_out = q[idx, 1], 0.5 * d_in[idx], 0.5 * d_out[idx]
 
-    corner, d_live_in, d_live_out = q[idx, 1], d_in[idx], d_out[idx]
+    def built(which: np.ndarray, f: np.ndarray) -> tuple:
+        """(a, c, b) (B, n) of the blends of corners ``live[which]`` at factors ``f`` (B,),
+        with the float operations of ``curve.build_curve`` (entry ``f * half_in``)."""
+        e, x, c = f * half_in[which], f * half_out[which], corner[which]
+        return c - e[:, None] * u_in[which], c, c + x[:, None] * u_out[which]
 
-    def free_many(which: np.ndarray, f: np.ndarray) -> np.ndarray:
-        """Whether the blends of corners ``live[which]`` (B,) at factors ``f`` (B,) are free
-        (``curve.blends_free``)."""
-        e = (0.5 * f) * d_live_in[which]
-        x = (0.5 * f) * d_live_out[which]
-        c = corner[which]
-        a = c - e[:, None] * u_in[which]
-        b = c + x[:, None] * u_out[which]
-        return blends_free(a, c, b, checker)
+    def free_many(which: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(free (B,), corner widths (B,)) of those blends (``curve.blend_checks``)."""
+        return blend_checks(*built(which, f), checker)
 
     found = _narrow(free_many, len(live))
-    for (good, bad), m in zip(found, live):
-        half_in, half_out = 0.5 * d_in[m], 0.5 * d_out[m]
+    good = np.array([g for g, _ in found])
+    a, c, b = built(np.arange(len(live)), good)
+    for k, ((g, bad), m) in enumerate(zip(found, live)):
+        h_in, h_out = float(half_in[k]), float(half_out[k])
+        verified = None
+        if g > 0.0:
+            verified = Blend(a[k], c[k], b[k], u_in[k], u_out[k], g * h_in, g * h_out)
         out[m] = BlendSearch(
-            BlendRadius(good * half_in, good * half_out) if good > 0.0 else BlendRadius(),
-            None if bad is None else BlendRadius(bad * half_in, bad * half_out),
-            BlendRadius(half_in, half_out),
+            BlendRadius(g * h_in, g * h_out) if g > 0.0 else BlendRadius(),
+            None if bad is None else BlendRadius(bad * h_in, bad * h_out),
+            BlendRadius(h_in, h_out),
             "rad",
+            verified,
         )
     return out  # type: ignore[return-value]
 
 
 def _narrow(free_many, count: int) -> list[tuple[float, float | None]]:
     """(largest factor found free or 0, smallest found colliding above it or None) of ``count``
-    corners: the largest blend of all of them checked in one call, the rest of the ladder of
-    those where it collides in one more, then ``ROUNDS`` rounds that split every bracket into
-    ``PARTS`` equal parts and check all the inner factors in one call.
-    ``free_many(corners (B,), factors (B,)) -> free (B,)``: one call a step, for all
-    corners."""
-    ladder = np.array(LADDER)
-    ok = np.zeros((count, len(ladder)), dtype=bool)
-    ok[:, 0] = free_many(np.arange(count), np.ones(count))  # the largest first
-    rest = np.flatnonzero(~ok[:, 0])
-    if len(rest):  # the rest of the ladder of the corners where it collides
-        which = np.repeat(rest, len(ladder) - 1)
-        ok[rest, 1:] = free_many(which, np.tile(ladder[1:], len(rest))).reshape(len(rest), -1)
-    k = np.where(ok.any(axis=1), np.argmax(ok, axis=1), len(ladder))  # the largest free one
-    lo = np.where(k < len(ladder), ladder[np.minimum(k, len(ladder) - 1)], 0.0)
-    hi = np.where(k > 0, ladder[np.maximum(k - 1, 0)], np.nan)  # nan: no colliding one above
-    open_ = np.flatnonzero((lo > 0.0) & ~np.isnan(hi))
-    inner = np.arange(1, PARTS) / PARTS
-    for _ in range(ROUNDS if len(open_) else 0):
-        f = lo[open_, None] + inner * (hi - lo)[open_, None]  # (O, PARTS - 1), ascending
-        free = free_many(np.repeat(open_, PARTS - 1), f.ravel()).reshape(f.shape)
-        top = np.where(free.any(axis=1), PARTS - 2 - np.argmax(free[:, ::-1], axis=1), -1)
+    corners: the largest blend of all of them in one call; where it collides, the bracket from
+    the factor its corner width certifies (``curve.blend_checks``; 0 without) to 1 is split
+    into ``FIRST_PARTS`` equal parts, then every bracket wider than ``TOLERANCE`` into
+    ``PARTS``, all inner factors of all corners checked in one call a round.
+    ``free_many(corners (B,), factors (B,)) -> (free (B,), corner widths (B,))``."""
+    free, width = free_many(np.arange(count), np.ones(count))  # the largest first
+    lo = np.where(free, 1.0, np.clip(width / CORNER_ALLOWANCE, 0.0, 1.0))
+    hi = np.where(free, np.nan, 1.0)  # nan: no colliding one above
+    parts = FIRST_PARTS
+    for _ in range(MAX_ROUNDS):
+        open_ = np.flatnonzero(hi - lo > TOLERANCE * (1.0 + 1e-9))  # nan compares False
+        if not len(open_):
+            break
+        inner = np.arange(1, parts) / parts
+        f = lo[open_, None] + inner * (hi - lo)[open_, None]  # (O, parts - 1), ascending
+        ok = free_many(np.repeat(open_, parts - 1), f.ravel())[0].reshape(f.shape)
+        top = np.where(ok.any(axis=1), parts - 2 - np.argmax(ok[:, ::-1], axis=1), -1)
         rows = np.arange(len(open_))
         new_lo = np.where(top >= 0, f[rows, np.maximum(top, 0)], lo[open_])
-        hi[open_] = np.where(top < PARTS - 2, f[rows, np.minimum(top + 1, PARTS - 2)], hi[open_])
+        hi[open_] = np.where(top < parts - 2, f[rows, np.minimum(top + 1, parts - 2)], hi[open_])
         lo[open_] = new_lo
+        parts = PARTS
     return [(float(a), None if np.isnan(b) else float(b)) for a, b in zip(lo, hi)]
 
 
@@ -256,17 +276,26 @@ def blend_radii(
         w if s.radius == w.blend_radius else Waypoint(w.configuration, w.movement, s.radius)
         for w, s in zip(waypoints, searches)
     ]
-    for lo, hi in _blocked_runs(q_start, out, checker):
+    verified = [s.blend for s in searches if s.blend is not None]
+    for lo, hi in _blocked_runs(q_start, out, checker, verified):
         for i in range(lo, hi):
             w = out[i]
             out[i] = Waypoint(w.configuration, w.movement, BlendRadius())
     return out
 
 
-def _blocked_runs(q_start: object, waypoints: list[Waypoint], checker: MotionChecker) -> list:
+def _blocked_runs(
+    q_start: object,
+    waypoints: list[Waypoint],
+    checker: MotionChecker,
+    verified: Sequence[Blend] = (),
+) -> list:
     """(lo, hi): the way-points ``lo .. hi - 1`` of each run of joint segments with a blend whose
     executed curve (``build_curve``, as ``execute.joint_curve`` builds it) has a blocked piece;
-    the pieces of all runs checked in one ``pieces_free`` call."""
+    the pieces of all runs checked in one ``pieces_free`` call, except the blends equal (same
+    floats) to one of ``verified`` (the blend search's, already checked: the same check would
+    give the same verdict): the straight remainders, and any blend the search did not build."""
+    known = {v.c.tobytes(): v for v in verified}
     q = [np.asarray(q_start, dtype=float)] + [w.configuration for w in waypoints]
     runs, pieces, owner = [], [], []
     i = 0
@@ -282,8 +311,9 @@ def _blocked_runs(q_start: object, waypoints: list[Waypoint], checker: MotionChe
             entry = [0.0] + [r.entry for r in radii] + [0.0]
             exit_ = [0.0] + [r.exit for r in radii] + [0.0]
             curve = build_curve(np.array(q[i : j + 1]), entry, exit_)
-            pieces.extend(curve.pieces)
-            owner.extend([len(runs)] * len(curve.pieces))
+            new = [p for p in curve.pieces if not _same_blend(p, known)]
+            pieces.extend(new)
+            owner.extend([len(runs)] * len(new))
             runs.append((i, j))
         i = j
     if not pieces:
@@ -291,3 +321,11 @@ def _blocked_runs(q_start: object, waypoints: list[Waypoint], checker: MotionChe
     ok = pieces_free(pieces, checker)
     bad = set(np.asarray(owner)[~ok].tolist())
     return [r for k, r in enumerate(runs) if k in bad]
+
+
+def _same_blend(piece: Line | Blend, known: dict) -> bool:
+    """Whether ``piece`` is a blend equal, float for float, to a verified one of ``known``."""
+    if not isinstance(piece, Blend):
+        return False
+    v = known.get(piece.c.tobytes())
+    return v is not None and np.array_equal(v.a, piece.a) and np.array_equal(v.b, piece.b)

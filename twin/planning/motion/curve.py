@@ -27,7 +27,9 @@ argument for segments, ``collision.checker``): no joint of a blend moves faster 
 segment with those joint steps. ``blends_free`` checks coarse samples first (one in
 ``COARSE_EVERY`` of the fine spacing, both ends included), then the gaps their intervals leave at
 the fine spacing (``checker.steps``: each free fine sample certifies half a spacing either side);
-far from obstacles a blend costs a fifth of its fine samples. The blend search (``blend``) and
+far from obstacles a blend costs a fifth of its fine samples. The corner ``c`` is evaluated in
+the same call with the joint box of the whole blend (``blend_checks``): a corner far enough
+from obstacles certifies the blend alone. The blend search (``blend``) and
 ``curve_free`` call the same function on the same numbers, so what the planner accepted is what
 the executed-curve check passes (``blend.blend_radii`` verifies the curve it returns).
 """
@@ -48,6 +50,9 @@ MIN_BLEND = 1e-6
 #: ``blends_free``: fine samples per coarse sample of the first round (the checker's coarse
 #: segment samples are 0.1 m of motion apart, its fine ones 2 margin = 0.02 m by default).
 COARSE_EVERY = 5
+#: ``blend_checks``: the corner width that certifies a whole blend (1 and a rounding allowance:
+#: the blend's ends lie on the box's faces).
+CORNER_SURE = 1.0 + 1e-9
 
 
 class MotionChecker(Protocol):
@@ -177,18 +182,20 @@ def build_curve(
             f"vertex {i + 1}) exceed the segment length {lengths[i]:.6g} rad; expected at most "
             "the segment length (the reported radii never exceed half of it)"
         )
+    # every piece's points in a few array operations (the same float operations row by row)
+    starts = p[:-1] + d_out[:-1, None] * dirs
+    blend_a = p[1:-1] - d_in[1:-1, None] * dirs[:-1]
+    blend_b = p[1:-1] + d_out[1:-1, None] * dirs[1:]
+    rest = (lengths - d_out[:-1] - d_in[1:]).tolist()
+    entries, exits = d_in.tolist(), d_out.tolist()
     pieces: list[Line | Blend] = []
     for i in range(n - 1):
-        a = p[i] + d_out[i] * dirs[i]
-        length = max(0.0, lengths[i] - d_out[i] - d_in[i + 1])
+        length = max(0.0, rest[i])
         if length > DUPLICATE_TOLERANCE:
-            pieces.append(Line(a, dirs[i], length))
-        if 0 < i + 1 < n - 1 and d_in[i + 1] > 0.0:
-            c = p[i + 1]
-            e, x = float(d_in[i + 1]), float(d_out[i + 1])
-            pieces.append(
-                Blend(c - e * dirs[i], c, c + x * dirs[i + 1], dirs[i], dirs[i + 1], e, x)
-            )
+            pieces.append(Line(starts[i], dirs[i], length))
+        if i + 1 < n - 1 and entries[i + 1] > 0.0:
+            e, x = entries[i + 1], exits[i + 1]
+            pieces.append(Blend(blend_a[i], p[i + 1], blend_b[i], dirs[i], dirs[i + 1], e, x))
     return JointCurve(tuple(pieces), p, d_in, d_out)
 
 
@@ -220,9 +227,22 @@ def curve_samples(curve: JointCurve, checker: MotionChecker) -> np.ndarray:
 
 def blends_free(a: np.ndarray, c: np.ndarray, b: np.ndarray, checker: MotionChecker) -> np.ndarray:
     """Whether the blends ``a -> b`` with control points ``c`` ((B, d) rad each, as ``Blend``)
-    are free according to ``checker``: (B,) bool. With ``certified`` on the checker, coarse
-    samples with their certified intervals, then the gaps at the fine spacing (module doc).
-    Without it, every fine sample (``piece_samples``)."""
+    are free according to ``checker``: (B,) bool (``blend_checks``)."""
+    return blend_checks(a, c, b, checker)[0]
+
+
+def blend_checks(
+    a: np.ndarray, c: np.ndarray, b: np.ndarray, checker: MotionChecker
+) -> tuple[np.ndarray, np.ndarray]:
+    """(free (B,) bool, corner width (B,)) of the blends ``a -> b`` with control points ``c``
+    ((B, d) rad each). With ``certified`` on the checker: the corner ``c`` with the joint box
+    ``max(|c - a|, |b - c|)`` of its blend (every point of the blend lies in that box about
+    ``c``: ``q - c = -(1 - tau)^2 (c - a) + tau^2 (b - c)``), evaluated in the same call as the
+    coarse samples; a corner width of at least ``CORNER_SURE`` certifies the whole blend, and
+    the corner width ``w`` certifies the blend scaled about ``c`` by any factor up to ``w``
+    (``blend``'s search reads it so). Other blends: the coarse samples with their certified
+    intervals, then the gaps at the fine spacing (module doc). Without ``certified``: every
+    fine sample (``piece_samples``), corner widths 0."""
     speed = np.maximum(np.abs(2.0 * (c - a)), np.abs(2.0 * (b - c)))  # (B, d) max |dq/dtau|
     fine = np.asarray(checker.steps(np.zeros_like(speed), speed), dtype=int)
     ok = np.ones(len(a), dtype=bool)
@@ -230,12 +250,19 @@ def blends_free(a: np.ndarray, c: np.ndarray, b: np.ndarray, checker: MotionChec
     if certified is None:
         owner, tau = _grid(fine)
         ok[owner[~np.asarray(checker.free(_bezier(a, c, b, owner, tau)), dtype=bool)]] = False
-        return ok
+        return ok, np.zeros(len(a))
     owner, tau = _grid(np.maximum(1, -(-fine // COARSE_EVERY)))
-    free, width = certified(_bezier(a, c, b, owner, tau), speed[owner])
+    free, width = certified(
+        np.concatenate((c, _bezier(a, c, b, owner, tau))),
+        np.concatenate((0.5 * speed, speed[owner])),
+    )
+    corner = np.where(free[: len(a)], width[: len(a)], 0.0)
+    free, width = free[len(a) :], width[len(a) :]
+    sure = corner >= CORNER_SURE
     ok[owner[~free]] = False
+    ok |= sure
     lo, hi = tau[:-1] + width[:-1], tau[1:] - width[1:]
-    gap = (owner[:-1] == owner[1:]) & (lo < hi) & ok[owner[:-1]]
+    gap = (owner[:-1] == owner[1:]) & (lo < hi) & ok[owner[:-1]] & ~sure[owner[:-1]]
     if gap.any():  # midpoints of equal parts at most one fine spacing long
         g_owner, lo, hi = owner[:-1][gap], lo[gap], hi[gap]
         which, k = _parts(np.ceil((hi - lo) * fine[g_owner]).astype(int))
@@ -243,7 +270,7 @@ def blends_free(a: np.ndarray, c: np.ndarray, b: np.ndarray, checker: MotionChec
         s_tau = lo[which] + (k + 0.5) * (hi - lo)[which] / n
         s_owner = g_owner[which]
         ok[s_owner[~checker.free(_bezier(a, c, b, s_owner, s_tau))]] = False
-    return ok
+    return ok, corner
 
 
 def _grid(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

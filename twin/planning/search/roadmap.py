@@ -69,12 +69,13 @@ class RoadmapPath:
 
 
 class Roadmap:
-    """Free ``nodes`` (N, n) rad, free edges as adjacency lists (neighbour, length rad) and the
-    connected part ``component`` (N,) of every node; ``build_s`` and ``edges_checked``."""
+    """Free ``nodes`` (N, n) rad, free edges ``a``-``b`` as adjacency lists (neighbour, length
+    rad) and the connected part ``component`` (N,) of every node; ``build_s``: seconds since
+    ``started`` (a ``time.perf_counter`` value: when the build began) to the end of the
+    construction, the shortest-path table included."""
 
-    def __init__(self, nodes: np.ndarray, a: np.ndarray, b: np.ndarray, build_s: float) -> None:
+    def __init__(self, nodes: np.ndarray, a: np.ndarray, b: np.ndarray, started: float) -> None:
         self.nodes = nodes
-        self.build_s = build_s
         n = len(nodes)
         length = np.linalg.norm(nodes[a] - nodes[b], axis=1) if len(a) else np.zeros(0)
         adj: list[list[tuple[int, float]]] = [[] for _ in range(n)]
@@ -101,6 +102,7 @@ class Roadmap:
             self._dist, self._pred = shortest_path(
                 graph, method="D", directed=True, return_predecessors=True
             )
+        self.build_s = time.perf_counter() - started
 
     @classmethod
     def build(
@@ -133,9 +135,7 @@ class Roadmap:
                 break
             hi = lo + EDGE_BATCH
             keep[lo:hi] = checker.segments_free(q[a[lo:hi]], q[b[lo:hi]])
-        roadmap = cls(q, a[keep], b[keep], 0.0)
-        roadmap.build_s = time.perf_counter() - t0  # the shortest-path table included
-        return roadmap
+        return cls(q, a[keep], b[keep], t0)
 
     def path(
         self,
@@ -151,15 +151,16 @@ class Roadmap:
             return RoadmapPath(None)
         ends = np.stack((start, goal))
         d = np.linalg.norm(self.nodes[None] - ends[:, None], axis=2)  # (2, N)
-        order = np.argsort(d, axis=1, kind="stable")
+        order = _nearest(d, min(n, max(connect, CONNECT_LAST)))
         s_nodes, g_nodes = self._joined(checker, start, goal, order, n, connect)
         if not len(s_nodes) or not len(g_nodes):
             return RoadmapPath(None)
-        shared = np.intersect1d(self.component[s_nodes], self.component[g_nodes])
-        if not len(shared):
+        s_parts, g_parts = self.component[s_nodes].tolist(), self.component[g_nodes].tolist()
+        shared = set(s_parts) & set(g_parts)  # a few dozen nodes: sets, not numpy calls
+        if not shared:
             return RoadmapPath(None)
-        s_nodes = s_nodes[np.isin(self.component[s_nodes], shared)]
-        g_nodes = g_nodes[np.isin(self.component[g_nodes], shared)]
+        s_nodes = s_nodes[[c in shared for c in s_parts]]
+        g_nodes = g_nodes[[c in shared for c in g_parts]]
         if self._dist is not None:
             return RoadmapPath(
                 np.vstack((start, self.nodes[self._table_path(d, s_nodes, g_nodes)], goal))
@@ -297,22 +298,41 @@ def _shortcut_pass(
     other = (j > (seg_i + 1) * density) & (j <= (seg_i + 1 + reach) * density)
     i, j = i[other], j[other]
     ok = checker.segments_free(points[i], points[j])
-    length = np.linalg.norm(points[None] - points[:, None], axis=2)  # (K, K)
-    free = np.zeros((k, k), dtype=bool)
-    free[i[ok], j[ok]] = True
+    # dynamic programming in Python floats (a few dozen points; numpy calls per point cost more)
+    length = np.linalg.norm(points[None] - points[:, None], axis=2).tolist()  # [a][b]
+    into: list[list[int]] = [[] for _ in range(k)]  # per point b, the points a < b joined to it
     for a in range(k):  # along one segment: free, and no shorter than the chord
-        free[a, a + 1 : min(k, (a // density + 1) * density + 1)] = True
-    best = np.full(k, np.inf)
-    best[0] = 0.0
-    parent = np.zeros(k, dtype=int)
+        for b in range(a + 1, min(k, (a // density + 1) * density + 1)):
+            into[b].append(a)
+    for a, b in zip(i[ok].tolist(), j[ok].tolist()):
+        into[b].append(a)
+    best = [0.0] * k
+    parent = [0] * k
     for b in range(1, k):
-        cost = np.where(free[:b, b], best[:b] + length[:b, b], np.inf)
-        parent[b] = int(np.argmin(cost))
-        best[b] = cost[parent[b]]
+        top, arg = math.inf, 0
+        for a in sorted(into[b]):  # the first of equal costs wins (as argmin)
+            cost = best[a] + length[a][b]
+            if cost < top:
+                top, arg = cost, a
+        best[b], parent[b] = top, arg
     out = [k - 1]
     while out[-1] != 0:
-        out.append(int(parent[out[-1]]))
+        out.append(parent[out[-1]])
     return points[out[::-1]].copy()
+
+
+def _nearest(d: np.ndarray, count: int) -> np.ndarray:
+    """Per row of distances ``d`` (R, N), the indices (R, count) of its ``count`` smallest,
+    nearest first, ties by index: the first ``count`` of a stable argsort (a partition first:
+    a query reads at most ``CONNECT_LAST`` of the nodes)."""
+    if count >= d.shape[1]:
+        return np.argsort(d, axis=1, kind="stable")
+    kth = np.partition(d, count - 1, axis=1)[:, count - 1 : count]  # (R, 1)
+    out = np.empty((len(d), count), dtype=np.intp)
+    for r in range(len(d)):
+        near = np.flatnonzero(d[r] <= kth[r])  # ascending indices, ties at the k-th included
+        out[r] = near[np.argsort(d[r, near], kind="stable")[:count]]
+    return out
 
 
 def _knn_edges(q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
