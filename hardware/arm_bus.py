@@ -136,6 +136,17 @@ class JointReading:
     tau: np.ndarray
     alert: np.ndarray
 
+    @classmethod
+    def _fast(
+        cls, q: np.ndarray, qd: np.ndarray, tau: np.ndarray, alert: np.ndarray
+    ) -> JointReading:
+        """``JointReading(q, qd, tau, alert)`` for the cycle's hot path: the frozen instance's
+        fields filled directly (its ``__init__`` costs more than the rest of the record's work;
+        ``tests/test_hw_records.py`` checks that both give equal records, field for field)."""
+        out = object.__new__(cls)
+        out.__dict__.update(q=q, qd=qd, tau=tau, alert=alert)
+        return out
+
 
 @dataclass(frozen=True)
 class ServoTargets:
@@ -147,6 +158,16 @@ class ServoTargets:
     p_gain: np.ndarray
     d_gain: np.ndarray
     clamped: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def _fast(
+        cls, goal_ticks: np.ndarray, p_gain: np.ndarray, d_gain: np.ndarray, clamped: dict
+    ) -> ServoTargets:
+        """``ServoTargets(goal_ticks, p_gain, d_gain, clamped)`` filled directly (as
+        ``JointReading._fast``)."""
+        out = object.__new__(cls)
+        out.__dict__.update(goal_ticks=goal_ticks, p_gain=p_gain, d_gain=d_gain, clamped=clamped)
+        return out
 
     def clamp_text(self) -> str:
         """Why each clamped servo does not hold where it was asked, or ``""``."""
@@ -260,9 +281,7 @@ class ArmBus:
         alert = np.asarray(raw[3], bool)
         q.flags.writeable = qd.flags.writeable = tau.flags.writeable = False
         alert.flags.writeable = False
-        out = object.__new__(JointReading)  # frozen: filled directly (its __init__ costs more)
-        out.__dict__.update(q=q, qd=qd, tau=tau, alert=alert)
-        return out
+        return JointReading._fast(q, qd, tau, alert)
 
     def _read_fallback(self) -> tuple[np.ndarray, ...]:
         """After a lost reply: one SYNC_READ keeps every intact reply, then one READ per servo
@@ -298,7 +317,7 @@ class ArmBus:
         ``hold``) a goal is beyond the servo's range. A ``hold`` (the arm's own reading: a park,
         a safe hold) is never refused for its goal: it is clamped to the range (``clamped``)."""
         m = self.map
-        rows = cmd.__dict__.get("_rows")  # a validated command: its (5, n) rows in one array
+        rows = cmd.rows  # a validated command: its (5, n) rows in one array
         if rows is None or rows.shape != (5, len(self.ids)):
             rows = np.array((cmd.q_des, cmd.qd_des, cmd.tau_ff, cmd.kp, cmd.kd), float)
         key = rows[3:].tobytes()  # kp, kd
@@ -336,17 +355,14 @@ class ArmBus:
         self, rows: np.ndarray, p: np.ndarray, d: np.ndarray, kp_div: np.ndarray
     ) -> ServoTargets:
         """``servo_targets`` of a command's ``rows`` (5, n) whose joints all have a P gain: the
-        same operations as the general path, in one work buffer, and a ``ServoTargets`` filled
-        directly (frozen: its ``__init__`` would cost as much as the arithmetic)."""
+        same operations as the general path, in one work buffer (``ServoTargets._fast``)."""
         m, buf = self.map, self._work
         np.multiply(rows[4], rows[1], out=buf)  # kd qd_des
         np.add(rows[2], buf, out=buf)  # + tau_ff: the feed-forward, N m
         np.divide(buf, kp_div, out=buf)
         np.add(rows[0], buf, out=buf)  # the goal, rad
         ticks = m.ticks_from_q(buf)
-        out = object.__new__(ServoTargets)
-        out.__dict__.update(goal_ticks=ticks, p_gain=p, d_gain=d, clamped=_NO_CLAMP)
-        return out
+        return ServoTargets._fast(ticks, p, d, _NO_CLAMP)
 
     def send_servo(self, targets: ServoTargets) -> None:
         """The cycle's goals in servo-side mode: one SYNC_WRITE of Goal Position (laid out once),
