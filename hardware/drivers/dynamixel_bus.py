@@ -313,9 +313,14 @@ class DynamixelBus(LinkedDevice):
         return out
 
     def _cycle_exchange(
-        self, raw: bytes, layout: PresentLayout, count_timeout: bool
+        self,
+        raw: bytes,
+        layout: PresentLayout,
+        count_timeout: bool,
+        meanwhile: Callable[[], None] | None = None,
     ) -> tuple[np.ndarray, bytes]:
-        """The cycle's fast read on a ``direct_read`` link: write ``raw``, read the answer's
+        """The cycle's fast read on a ``direct_read`` link: write ``raw``, run ``meanwhile`` (the
+        caller's work that needs no reply, while the bytes travel), read the answer's
         bytes as they come and, when they are exactly the expected packet, decode them at once
         (``PresentLayout.decode_wire``: no stream parser, no reply queue). Any other answer goes
         to the stream parser and ``_collect``, in the same transaction, with the same rules (a
@@ -326,8 +331,10 @@ class DynamixelBus(LinkedDevice):
             if connecting:
                 timeout_s = max(timeout_s, INIT_REPLY_TIMEOUT_S)
             deadline = time.monotonic() + timeout_s
+            if meanwhile is not None:
+                meanwhile()
             want, receive = layout.reply_bytes, self.link.receive
-            wire = receive(timeout_s)
+            wire = receive(max(deadline - time.monotonic(), 1e-6))
             while wire and len(wire) < want:
                 remaining = deadline - time.monotonic()
                 more = receive(remaining) if remaining > 0 else b""
@@ -480,11 +487,19 @@ class DynamixelBus(LinkedDevice):
             layout = self._layouts.setdefault(key, PresentLayout(*key))
         return layout
 
-    def read_present(self, ids: Sequence[int], ahead: bytes = b"") -> PresentValues:
+    def read_present(
+        self,
+        ids: Sequence[int],
+        ahead: bytes = b"",
+        meanwhile: Callable[[], None] | None = None,
+    ) -> PresentValues:
         """Present Current, Velocity and Position (10 bytes per servo) in one FAST_SYNC_READ or
         SYNC_READ (module doc): ready instruction bytes, the answer decoded in one call.
         ``ahead``: the wire bytes of an instruction without reply (the cycle's goal SYNC_WRITE),
-        written in the same ``write`` just before the read's (one system call, as on the wire)."""
+        written in the same ``write`` just before the read's (one system call, as on the wire).
+        ``meanwhile``: the caller's work that needs no reply, run once the request is written
+        and before its answer is awaited (the cycle's fast read; other reads do not run it, and
+        the caller runs it afterwards if it did not run)."""
         ids = tuple(ids)
         fast = self.uses_fast_read(ids)
         if fast is None:  # the first read of these servos on this connection: ask
@@ -502,16 +517,20 @@ class DynamixelBus(LinkedDevice):
             else:
                 self._fast_ok[ids] = True
                 return values
-        return self._read_present(self.present_layout(ids, bool(fast)), ahead=ahead)
+        return self._read_present(self.present_layout(ids, bool(fast)), True, ahead, meanwhile)
 
     def _read_present(
-        self, layout: PresentLayout, count_timeout: bool = True, ahead: bytes = b""
+        self,
+        layout: PresentLayout,
+        count_timeout: bool = True,
+        ahead: bytes = b"",
+        meanwhile: Callable[[], None] | None = None,
     ) -> PresentValues:
         self.stats.transactions += bool(ahead)  # two instructions in one write
         raw = ahead + layout.request if ahead else layout.request
         try:
             if layout.fast and self.link.direct_read:
-                records, err = self._cycle_exchange(raw, layout, count_timeout)
+                records, err = self._cycle_exchange(raw, layout, count_timeout, meanwhile)
             else:
                 records, err = layout.decode(
                     self.exchange_raw(
