@@ -285,10 +285,8 @@ class ArmBus:
             raise
         except TransportError:
             raw = self._read_fallback()
-        m = self.map
-        q, qd, tau = m.q_from_ticks(raw[0]), m.qd_from_units(raw[1]), m.tau_from_current(raw[2])
+        q, qd, tau = self.map.from_present(*raw[:3])  # read-only rows of one array
         alert = np.asarray(raw[3], bool)
-        q.flags.writeable = qd.flags.writeable = tau.flags.writeable = False
         alert.flags.writeable = False
         return JointReading._fast(q, qd, tau, alert)
 
