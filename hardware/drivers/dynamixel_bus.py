@@ -19,7 +19,6 @@ SYNC_READ, so every call returns values). ``fast_read=False`` never tries; ``Tru
 from __future__ import annotations
 
 import collections
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -243,10 +242,12 @@ class DynamixelBus(LinkedDevice):
         it runs in the connection set-up."""
         connecting = self._init_thread == threading.get_ident()
         if replied and self.link.direct_read and self.link.state is not LinkState.CLOSED:
-            with contextlib.suppress(DisconnectedError):  # the write below says so
+            try:
                 late = self.link.receive(0.0)  # a late reply to an earlier instruction
-                if late:
-                    self.data_received(late)
+            except DisconnectedError:
+                late = b""  # the write below says so
+            if late:
+                self.data_received(late)
         with self._cond:
             self.stats.stray_packets += len(self._replies)
             self._replies.clear()
