@@ -9,8 +9,9 @@ bus's baud rate (switched off for the "wire off" rows). Tables:
 
 - the loop at its configured 4 ms period (1 Mbaud, wire on): achieved rate and overruns from
   ``Robot.diagnostics()``, host CPU per cycle (the control thread plus the bus's reader thread,
-  ``time.thread_time`` / the thread's CPU clock) and the servo emulator's (its port thread, asked
-  from its process), with the machine's load beside them;
+  ``time.thread_time`` / the thread's CPU clock; and the control thread's median per call of
+  ``write()``, ``step()`` and ``read()``) and the servo emulator's (its port thread, asked from
+  its process), with the machine's load beside them;
 - the cycle's joint read and the free-running loop with FAST_SYNC_READ against SYNC_READ, in
   blocks in turn;
 - the free-running rate against the baud rate (57,600 to 4,000,000), wire on and off, beside the
@@ -225,10 +226,15 @@ def _run(robot, emu: Emulators, *, cycles: int | None = None, seconds: float | N
     e0, c0 = emu.ask("cpu"), robot.stats.cycles
     o0, fr0, b0 = robot.stats.overruns, robot.bus.stats.fast_reads, robot.stats.bus_errors
     cpu0, rd0, t0 = time.thread_time(), robot.bus.link.reader_cpu_s(), time.perf_counter()
+    clock, stages = time.thread_time_ns, []  # per cycle: CPU ns of write, step, read
     while True:
+        a = clock()
         robot.write(CMD)
+        b = clock()
         robot.step()
+        c = clock()
         robot.read()
+        stages.append((b - a, c - b, clock() - c))
         n = robot.stats.cycles - c0
         if (cycles is not None and n >= cycles) or (
             seconds is not None and time.perf_counter() - t0 >= seconds
@@ -247,6 +253,7 @@ def _run(robot, emu: Emulators, *, cycles: int | None = None, seconds: float | N
         reader_ms=rd / n * 1e3,
         emu_ms=(e1["servo_s"] - e0["servo_s"]) / n * 1e3,
         emu_process_ms=(e1["process_s"] - e0["process_s"]) / n * 1e3,
+        stage_us=dict(zip(("write", "step", "read"), np.median(stages, axis=0) / 1e3)),
     )
 
 
@@ -389,6 +396,11 @@ def main() -> None:
                 f"{m['control_ms']:.3f} / {m['reader_ms']:.3f}",
                 "",
             ],
+            [
+                "  median CPU us of write() / step() / read()",
+                " / ".join(f"{m['stage_us'][k]:.0f}" for k in ("write", "step", "read")),
+                "",
+            ],
             ["servo emulator CPU ms/cycle (its port thread)", m["emu_ms"], "<= host"],
             ["  whole emulator process (F/T, IMU, physics too)", m["emu_process_ms"], ""],
         ],
@@ -474,6 +486,7 @@ def main() -> None:
             "host_cpu_ms_per_cycle": m["host_ms"],
             "control_thread_cpu_ms_per_cycle": m["control_ms"],
             "reader_thread_cpu_ms_per_cycle": m["reader_ms"],
+            **{f"control_cpu_us_median[{k}]": v for k, v in m["stage_us"].items()},
             "emulator_cpu_ms_per_cycle": m["emu_ms"],
             "emulator_over_host_cpu": m["emu_ms"] / m["host_ms"],
             "emulator_process_cpu_ms_per_cycle": m["emu_process_ms"],

@@ -136,6 +136,17 @@ class JointReading:
     tau: np.ndarray
     alert: np.ndarray
 
+    @classmethod
+    def _fast(
+        cls, q: np.ndarray, qd: np.ndarray, tau: np.ndarray, alert: np.ndarray
+    ) -> JointReading:
+        """``JointReading(q, qd, tau, alert)`` for the cycle's hot path: the frozen instance's
+        fields filled directly (its ``__init__`` costs more than the rest of the record's work;
+        ``tests/test_hw_records.py`` checks that both give equal records, field for field)."""
+        out = object.__new__(cls)
+        out.__dict__.update(q=q, qd=qd, tau=tau, alert=alert)
+        return out
+
 
 @dataclass(frozen=True)
 class ServoTargets:
@@ -147,6 +158,16 @@ class ServoTargets:
     p_gain: np.ndarray
     d_gain: np.ndarray
     clamped: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def _fast(
+        cls, goal_ticks: np.ndarray, p_gain: np.ndarray, d_gain: np.ndarray, clamped: dict
+    ) -> ServoTargets:
+        """``ServoTargets(goal_ticks, p_gain, d_gain, clamped)`` filled directly (as
+        ``JointReading._fast``)."""
+        out = object.__new__(cls)
+        out.__dict__.update(goal_ticks=goal_ticks, p_gain=p_gain, d_gain=d_gain, clamped=clamped)
+        return out
 
     def clamp_text(self) -> str:
         """Why each clamped servo does not hold where it was asked, or ``""``."""
@@ -180,7 +201,13 @@ class ArmBus:
         self._gains: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._sent_gains: tuple[np.ndarray, np.ndarray] | None = None  # the arrays last sent
         self._gain_cache: tuple | None = None
-        self._work = np.empty(len(self.ids))  # servo_targets' scratch row
+        # per joint: ticks per joint radian (signed) and the zero, as floats (_command_targets)
+        self._tick_terms = tuple(
+            zip(
+                (self.map.direction * self.map.ticks_per_rad).tolist(),
+                self.map.zero_ticks.tolist(),
+            )
+        )
         self._goal_writer = GoalWriter(XTable.GOAL_POSITION, self.ids)
         self._current_writer = GoalWriter(XTable.GOAL_CURRENT, self.ids)
 
@@ -242,27 +269,26 @@ class ArmBus:
         return reading, errors
 
     # ------------------------------------------------------------------ cycle
-    def read_state(self, goal: bytes = b"") -> JointReading:
+    def read_state(
+        self, goal: bytes = b"", meanwhile: Callable[[], None] | None = None
+    ) -> JointReading:
         """One sync read in joint units (read-only arrays, shared with every ``RobotState``). A
         lost or garbled reply falls back to one SYNC_READ and one READ per servo still missing,
         ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the servo that still did not answer.
         ``goal``: a goal SYNC_WRITE's bytes (``servo_goal``, ``current_goal``) that go out in the
-        same write as the read's instruction, just ahead of it (a free-running or late cycle)."""
+        same write as the read's instruction, just ahead of it (a free-running or late cycle).
+        ``meanwhile``: work run while the request is on the wire (``DynamixelBus.read_present``)."""
         try:
-            pv = self.bus.read_present(self.ids, goal)
+            pv = self.bus.read_present(self.ids, goal, meanwhile)
             raw = (pv.position, pv.velocity, pv.current, pv.alert)
         except DisconnectedError:
             raise
         except TransportError:
             raw = self._read_fallback()
-        m = self.map
-        q, qd, tau = m.q_from_ticks(raw[0]), m.qd_from_units(raw[1]), m.tau_from_current(raw[2])
+        q, qd, tau = self.map.from_present(*raw[:3])  # read-only rows of one array
         alert = np.asarray(raw[3], bool)
-        q.flags.writeable = qd.flags.writeable = tau.flags.writeable = False
         alert.flags.writeable = False
-        out = object.__new__(JointReading)  # frozen: filled directly (its __init__ costs more)
-        out.__dict__.update(q=q, qd=qd, tau=tau, alert=alert)
-        return out
+        return JointReading._fast(q, qd, tau, alert)
 
     def _read_fallback(self) -> tuple[np.ndarray, ...]:
         """After a lost reply: one SYNC_READ keeps every intact reply, then one READ per servo
@@ -298,22 +324,23 @@ class ArmBus:
         ``hold``) a goal is beyond the servo's range. A ``hold`` (the arm's own reading: a park,
         a safe hold) is never refused for its goal: it is clamped to the range (``clamped``)."""
         m = self.map
-        rows = cmd.__dict__.get("_rows")  # a validated command: its (5, n) rows in one array
+        rows = cmd.rows  # a validated command: its (5, n) rows in one array
         if rows is None or rows.shape != (5, len(self.ids)):
             rows = np.array((cmd.q_des, cmd.qd_des, cmd.tau_ff, cmd.kp, cmd.kd), float)
         key = rows[3:].tobytes()  # kp, kd
         cache = self._gain_cache
         if cache is not None and cache[0] == key:
-            p, d, kp_div, no_p = cache[1]  # a stream of commands rarely changes its gains
+            p, d, kp_div, kp_list, no_p = cache[1]  # commands rarely change their gains
         else:
             p, d = m.gains_from_kp_kd(rows[3], rows[4])
             kp_servo = m.kp_kd_from_gains(p, np.zeros_like(p))[0]
             no_p = p == 0
             kp_div = np.where(no_p, np.inf, kp_servo)  # a joint without P gets no feed-forward
             no_p = no_p if no_p.any() else None
-            self._gain_cache = (key, (p, d, kp_div, no_p))
-        if no_p is None and not hold:  # the cycle's command: in place, a handful of ufuncs
-            return self._command_targets(rows, p, d, kp_div)
+            kp_list = kp_div.tolist()
+            self._gain_cache = (key, (p, d, kp_div, kp_list, no_p))
+        if no_p is None and not hold:  # the cycle's command: on Python floats
+            return self._command_targets(rows, p, d, kp_list)
         ff = cmd.tau_ff + cmd.kd * cmd.qd_des
         if no_p is not None:
             bad = np.flatnonzero(no_p & (np.abs(ff) > 1e-12))
@@ -333,20 +360,25 @@ class ArmBus:
         return ServoTargets(ticks, p, d, clamped)
 
     def _command_targets(
-        self, rows: np.ndarray, p: np.ndarray, d: np.ndarray, kp_div: np.ndarray
+        self, rows: np.ndarray, p: np.ndarray, d: np.ndarray, kp_div: list[float]
     ) -> ServoTargets:
         """``servo_targets`` of a command's ``rows`` (5, n) whose joints all have a P gain: the
-        same operations as the general path, in one work buffer, and a ``ServoTargets`` filled
-        directly (frozen: its ``__init__`` would cost as much as the arithmetic)."""
-        m, buf = self.map, self._work
-        np.multiply(rows[4], rows[1], out=buf)  # kd qd_des
-        np.add(rows[2], buf, out=buf)  # + tau_ff: the feed-forward, N m
-        np.divide(buf, kp_div, out=buf)
-        np.add(rows[0], buf, out=buf)  # the goal, rad
-        ticks = m.ticks_from_q(buf)
-        out = object.__new__(ServoTargets)
-        out.__dict__.update(goal_ticks=ticks, p_gain=p, d_gain=d, clamped=_NO_CLAMP)
-        return out
+        general path's operations in the same order on Python floats (six joints, where numpy's
+        per-call cost would dominate; IEEE doubles either way, so the same ticks: ``round`` is
+        half to even as ``np.rint``), and a ``ServoTargets._fast``. A goal beyond the servo's
+        range (or not finite) goes through ``JointMap.ticks_from_q``, which refuses it."""
+        q, qd, tau, _, kd = rows.tolist()
+        lim, ticks = Units.EXTENDED_POSITION_LIMIT, []
+        try:
+            for a, b, c, e, div, (scale, zero) in zip(q, qd, tau, kd, kp_div, self._tick_terms):
+                t = round((a + (c + e * b) / div) * scale + zero)
+                if not -lim <= t <= lim:
+                    raise OverflowError
+                ticks.append(t)
+        except (OverflowError, ValueError):  # beyond the range, or not finite: the clear error
+            self.map.ticks_from_q(rows[0] + (rows[2] + rows[4] * rows[1]) / np.array(kp_div))
+            raise
+        return ServoTargets._fast(np.array(ticks, np.int64), p, d, _NO_CLAMP)
 
     def send_servo(self, targets: ServoTargets) -> None:
         """The cycle's goals in servo-side mode: one SYNC_WRITE of Goal Position (laid out once),

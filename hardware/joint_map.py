@@ -64,6 +64,7 @@ class JointMap:
             self.direction * (Units.VELOCITY_RAD_S * Units.TICKS_PER_RAD) / self.ticks_per_rad,
         )
         object.__setattr__(self, "_signed_tau", self.direction * self.torque_unit)
+        object.__setattr__(self, "_signed_rates", np.stack((self._signed_vel, self._signed_tau)))
 
     @property
     def n(self) -> int:
@@ -73,6 +74,19 @@ class JointMap:
     def q_from_ticks(self, ticks) -> np.ndarray:
         """(n,) rad from servo ticks."""
         return (np.asarray(ticks, float) - self.zero_ticks) / self._signed_tpr
+
+    def from_present(self, position, velocity, current) -> np.ndarray:
+        """(3, n) read-only rows q rad, qd rad/s, tau N m of raw Present Position, Velocity and
+        Current (n,) each: ``q_from_ticks``, ``qd_from_units`` and ``tau_from_current`` (the
+        same operations, so the same values) in one new array and five numpy calls."""
+        out = np.empty((3, self.n))
+        out[0], out[1], out[2] = position, velocity, current
+        q, rates = out[0], out[1:]
+        np.subtract(q, self.zero_ticks, out=q)
+        np.divide(q, self._signed_tpr, out=q)
+        np.multiply(rates, self._signed_rates, out=rates)
+        out.flags.writeable = False
+        return out
 
     def ticks_from_q(self, q) -> np.ndarray:
         """(n,) int64 servo ticks (rounded) for joint angles ``q`` (n,) rad; range-checked against

@@ -277,7 +277,8 @@ class SerialLink:
 
     def receive(self, timeout_s: float) -> bytes:
         """A ``direct_read`` link: the bytes waiting, after up to ``timeout_s`` for the first
-        (``b""`` if none came), read in the calling thread with one ``poll`` and one ``read``.
+        (``b""`` if none came; 0: none waiting), read in the calling thread with one ``poll``
+        and one ``read``.
         ``DisconnectedError`` if the port is gone or hung up."""
         direct = self._direct
         ser = self._ser
@@ -285,7 +286,9 @@ class SerialLink:
             raise DisconnectedError(f"{self.name}: {self.port} is {self._state.value}")
         _, fd, poller = direct
         try:
-            if timeout_s > 0 and not poller.poll(max(1, math.ceil(timeout_s * 1e3))):
+            # a zero timeout asks whether bytes wait (a port in pyserial's mode reads b"" when
+            # none do, which would be taken for a hang-up)
+            if not poller.poll(max(1, math.ceil(timeout_s * 1e3)) if timeout_s > 0 else 0):
                 return b""
             if self._ser is not ser:  # closed or lost while waiting
                 raise DisconnectedError(f"{self.name}: {self.port} is {self._state.value}")

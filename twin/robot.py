@@ -171,6 +171,13 @@ class JointCommand:
         object.__setattr__(command, "_rows", rows)
         return command
 
+    @property
+    def rows(self) -> np.ndarray | None:
+        """The five fields as one (5, n) float64 array, rows ``q_des, qd_des, tau_ff, kp, kd``
+        (a validated command's read-only copy, or ``from_rows``' staging array); None for a
+        command built from separate fields."""
+        return self.__dict__.get("_rows")
+
     def __getstate__(self) -> dict[str, object]:
         """Pickles and copies keep the five fields only: they are not tied to a staging array."""
         return {name: getattr(self, name) for name in COMMAND_FIELDS}
@@ -200,7 +207,7 @@ class JointCommand:
         where numpy's per-call cost dominates): this runs every control cycle.
         """
         n = len(joint_names)
-        rows = self.__dict__.get("_rows")  # set by from_rows: one float64 (5, m) array
+        rows = self.rows  # set by from_rows: one float64 (5, m) array
         if rows is not None:
             stacked = rows.copy()
         else:
@@ -318,7 +325,7 @@ def torque_law(
             return joint_torque(command, np.array(q), np.array(qd), effort_limits).tolist()
 
         return walled
-    rows = command.__dict__.get("_rows")  # a validated command's fields are rows of one array
+    rows = command.rows  # a validated command's fields are rows of one array
     if rows is not None:
         q_des, qd_des, tau_ff, kp, kd = rows.tolist()
     else:

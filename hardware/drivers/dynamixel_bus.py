@@ -19,7 +19,6 @@ SYNC_READ, so every call returns values). ``fast_read=False`` never tries; ``Tru
 from __future__ import annotations
 
 import collections
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -82,6 +81,23 @@ class PresentValues:
     velocity: np.ndarray
     position: np.ndarray
     alert: np.ndarray  # (n,) bool: the servo reports a latched hardware error
+
+    @classmethod
+    def _fast(
+        cls,
+        ids: tuple[int, ...],
+        current: np.ndarray,
+        velocity: np.ndarray,
+        position: np.ndarray,
+        alert: np.ndarray,
+    ) -> PresentValues:
+        """``PresentValues(...)`` for the cycle's hot path: the frozen instance's fields filled
+        directly (``tests/test_hw_records.py`` checks that both give equal records)."""
+        out = object.__new__(cls)
+        out.__dict__.update(
+            ids=ids, current=current, velocity=velocity, position=position, alert=alert
+        )
+        return out
 
 
 class DynamixelBus(LinkedDevice):
@@ -226,10 +242,12 @@ class DynamixelBus(LinkedDevice):
         it runs in the connection set-up."""
         connecting = self._init_thread == threading.get_ident()
         if replied and self.link.direct_read and self.link.state is not LinkState.CLOSED:
-            with contextlib.suppress(DisconnectedError):  # the write below says so
+            try:
                 late = self.link.receive(0.0)  # a late reply to an earlier instruction
-                if late:
-                    self.data_received(late)
+            except DisconnectedError:
+                late = b""  # the write below says so
+            if late:
+                self.data_received(late)
         with self._cond:
             self.stats.stray_packets += len(self._replies)
             self._replies.clear()
@@ -296,9 +314,14 @@ class DynamixelBus(LinkedDevice):
         return out
 
     def _cycle_exchange(
-        self, raw: bytes, layout: PresentLayout, count_timeout: bool
+        self,
+        raw: bytes,
+        layout: PresentLayout,
+        count_timeout: bool,
+        meanwhile: Callable[[], None] | None = None,
     ) -> tuple[np.ndarray, bytes]:
-        """The cycle's fast read on a ``direct_read`` link: write ``raw``, read the answer's
+        """The cycle's fast read on a ``direct_read`` link: write ``raw``, run ``meanwhile`` (the
+        caller's work that needs no reply, while the bytes travel), read the answer's
         bytes as they come and, when they are exactly the expected packet, decode them at once
         (``PresentLayout.decode_wire``: no stream parser, no reply queue). Any other answer goes
         to the stream parser and ``_collect``, in the same transaction, with the same rules (a
@@ -309,8 +332,10 @@ class DynamixelBus(LinkedDevice):
             if connecting:
                 timeout_s = max(timeout_s, INIT_REPLY_TIMEOUT_S)
             deadline = time.monotonic() + timeout_s
+            if meanwhile is not None:
+                meanwhile()
             want, receive = layout.reply_bytes, self.link.receive
-            wire = receive(timeout_s)
+            wire = receive(max(deadline - time.monotonic(), 1e-6))
             while wire and len(wire) < want:
                 remaining = deadline - time.monotonic()
                 more = receive(remaining) if remaining > 0 else b""
@@ -463,11 +488,19 @@ class DynamixelBus(LinkedDevice):
             layout = self._layouts.setdefault(key, PresentLayout(*key))
         return layout
 
-    def read_present(self, ids: Sequence[int], ahead: bytes = b"") -> PresentValues:
+    def read_present(
+        self,
+        ids: Sequence[int],
+        ahead: bytes = b"",
+        meanwhile: Callable[[], None] | None = None,
+    ) -> PresentValues:
         """Present Current, Velocity and Position (10 bytes per servo) in one FAST_SYNC_READ or
         SYNC_READ (module doc): ready instruction bytes, the answer decoded in one call.
         ``ahead``: the wire bytes of an instruction without reply (the cycle's goal SYNC_WRITE),
-        written in the same ``write`` just before the read's (one system call, as on the wire)."""
+        written in the same ``write`` just before the read's (one system call, as on the wire).
+        ``meanwhile``: the caller's work that needs no reply, run once the request is written
+        and before its answer is awaited (the cycle's fast read; other reads do not run it, and
+        the caller runs it afterwards if it did not run)."""
         ids = tuple(ids)
         fast = self.uses_fast_read(ids)
         if fast is None:  # the first read of these servos on this connection: ask
@@ -485,16 +518,20 @@ class DynamixelBus(LinkedDevice):
             else:
                 self._fast_ok[ids] = True
                 return values
-        return self._read_present(self.present_layout(ids, bool(fast)), ahead=ahead)
+        return self._read_present(self.present_layout(ids, bool(fast)), True, ahead, meanwhile)
 
     def _read_present(
-        self, layout: PresentLayout, count_timeout: bool = True, ahead: bytes = b""
+        self,
+        layout: PresentLayout,
+        count_timeout: bool = True,
+        ahead: bytes = b"",
+        meanwhile: Callable[[], None] | None = None,
     ) -> PresentValues:
         self.stats.transactions += bool(ahead)  # two instructions in one write
         raw = ahead + layout.request if ahead else layout.request
         try:
             if layout.fast and self.link.direct_read:
-                records, err = self._cycle_exchange(raw, layout, count_timeout)
+                records, err = self._cycle_exchange(raw, layout, count_timeout, meanwhile)
             else:
                 records, err = layout.decode(
                     self.exchange_raw(
@@ -518,15 +555,9 @@ class DynamixelBus(LinkedDevice):
                 alert = _NO_ALERTS.setdefault(len(err), _no_alerts(len(err)))
         if layout.fast:
             self.stats.fast_reads += 1
-        out = object.__new__(PresentValues)  # frozen: filled directly (its __init__ costs more)
-        out.__dict__.update(
-            ids=layout.ids,
-            current=records["current"],
-            velocity=records["velocity"],
-            position=records["position"],
-            alert=alert,
+        return PresentValues._fast(
+            layout.ids, records["current"], records["velocity"], records["position"], alert
         )
-        return out
 
     def set_torque(self, ids: Sequence[int], enabled: bool) -> None:
         self.sync_write_register(XTable.TORQUE_ENABLE, {pid: int(enabled) for pid in ids})

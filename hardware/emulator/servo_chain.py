@@ -254,12 +254,17 @@ class ServoChainEmulator:
         self.source.advance_to(self.clock.now_us())
         q, qd, tau = (a.tolist() for a in self.source.joint_state())
         units, joint_of, moving = self._joint_units, self.joint_of, XTable.MOVING.address
+        (c_lo, c_hi), (i_lo, i_hi) = _CURRENT_RANGE, _INT32_RANGE
         for pid, s in self.servos.items():
             j = joint_of[pid]
             direction, zero, tpr, unit, _, _, vel_unit = units[j]
-            cur = _rounded(direction * tau[j] / unit, _CURRENT_RANGE)
-            vel = _rounded(direction * qd[j] / vel_unit, _INT32_RANGE)
-            ticks = _rounded(zero + direction * q[j] * tpr, _INT32_RANGE)
+            c = direction * tau[j] / unit
+            v = direction * qd[j] / vel_unit
+            t = zero + direction * q[j] * tpr
+            # in range (the common case) a value rounds into the range: ``_rounded`` otherwise
+            cur = round(c) if c_lo <= c <= c_hi else _rounded(c, _CURRENT_RANGE)
+            vel = round(v) if i_lo <= v <= i_hi else _rounded(v, _INT32_RANGE)
+            ticks = round(t) if i_lo <= t <= i_hi else _rounded(t, _INT32_RANGE)
             _PRESENT_BLOCK.pack_into(s.table, PRESENT_BLOCK_ADDRESS, cur, vel, ticks)
             s.table[moving] = vel != 0
 
