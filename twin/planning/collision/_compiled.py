@@ -30,6 +30,9 @@ split at its midpoint in first-in first-out order (coarse to fine, as VAMP's bis
 every free sample removing its certified interval; the first blocked sample ends the segment.
 Every free sample certifies at least ``margin / max motion``, so the count of samples is bounded
 (``_queue_size``); a segment that would need more is reported blocked (conservative).
+Blends (``blends``: the quadratic Beziers of ``motion.curve``): the same order, each sample's
+interval certified with the joints' speed bound ``max(|2 (c - a)|, |2 (b - c)|)`` (the
+derivative is linear in the parameter); about 15x fewer checks than fixed fine spacing.
 Prefixes (``prefixes``): from ``qa`` forward, each next sample one certified half width past the
 covered part (halved until the intervals meet); the parameter of the last free sample before
 the first blocked one.
@@ -283,9 +286,16 @@ def work(m, n):
 
 def set_motions(qa, qb, m, w):
     """The row motions of segment qa -> qb (n,) into the scratch ``w``; the largest of them."""
-    dq, menv, mpair, mbody = w[6], w[3], w[4], w[5]
+    dq = w[6]
     for j in range(qa.shape[0]):
         dq[j] = abs(qb[j] - qa[j])
+    return row_motions(m, w)
+
+
+def row_motions(m, w):
+    """The row motions of the joint speed bounds in the scratch ``w`` (``w[6]`` (n,) rad per
+    unit of the parameter) into ``w``; the largest of them."""
+    dq, menv, mpair, mbody = w[6], w[3], w[4], w[5]
     motions(m[13], dq, menv)
     motions(m[14], dq, mpair)
     motions(m[15], dq, mbody)
@@ -325,8 +335,27 @@ def segment_one(qa, qb, lower, upper, m, w, counter):
 
 def segment_forward(qa, qb, m, w, counter):
     """``segment_one`` of a segment inside the limits, in the given direction."""
-    x, rot, org, menv, mpair, mbody, q = w[0], w[1], w[2], w[3], w[4], w[5], w[7]
     top = set_motions(qa, qb, m, w)
+    return sweep(qa, qb, qb, False, top, m, w, counter)
+
+
+def point(qa, qc, qb, t, quad, q):
+    """Into q (n,): the point at t of the segment qa -> qb or, with ``quad``, of the quadratic
+    Bezier with control points qa, qc, qb (n,) rad."""
+    if quad:
+        u = 1.0 - t
+        for j in range(q.shape[0]):
+            q[j] = u * u * qa[j] + 2.0 * t * u * qc[j] + t * t * qb[j]
+        return
+    for j in range(q.shape[0]):
+        q[j] = qa[j] + t * (qb[j] - qa[j])
+
+
+def sweep(qa, qc, qb, quad, top, m, w, counter):
+    """(free, start free, end free) as bits 1, 2, 4 of the curve ``point`` from qa (t = 0) to qb
+    (t = 1), its row motions already in ``w`` (``top``: the largest): both ends, then the gaps
+    their certified intervals leave, split at their midpoints (module doc)."""
+    x, rot, org, menv, mpair, mbody, q = w[0], w[1], w[2], w[3], w[4], w[5], w[7]
     r0 = check(qa, True, menv, mpair, mbody, m, x, rot, org, w[8])
     r1 = check(qb, True, menv, mpair, mbody, m, x, rot, org, w[8])
     counter[0] += 2
@@ -341,13 +370,11 @@ def segment_forward(qa, qb, m, w, counter):
         queue[0, 0] = r0
         queue[0, 1] = 1.0 - r1
         tail = 1
-    n = qa.shape[0]
     while head != tail:
         lo, hi = queue[head % size, 0], queue[head % size, 1]
         head += 1
         t = 0.5 * (lo + hi)
-        for j in range(n):
-            q[j] = qa[j] + t * (qb[j] - qa[j])
+        point(qa, qc, qb, t, quad, q)
         r = check(q, True, menv, mpair, mbody, m, x, rot, org, w[8])
         counter[0] += 1
         if r < 0.0:
@@ -360,6 +387,22 @@ def segment_forward(qa, qb, m, w, counter):
                 queue[tail % size, 1] = b
                 tail += 1
     return bits + 1
+
+
+def blend_one(qa, qc, qb, lower, upper, m, w, counter):
+    """1 when the quadratic Bezier with control points qa, qc, qb (n,) rad is free, else 0 (0
+    when a control point lies outside the limits: the curve lies in their box). Its joints move
+    at most ``max(|2 (qc - qa)|, |2 (qb - qc)|)`` per unit of its parameter (its derivative is
+    linear in the parameter), which sets the certified intervals."""
+    if not (inside(qa, lower, upper) and inside(qc, lower, upper) and inside(qb, lower, upper)):
+        return 0
+    dq = w[6]
+    for j in range(qa.shape[0]):
+        d0 = abs(2.0 * (qc[j] - qa[j]))
+        d1 = abs(2.0 * (qb[j] - qc[j]))
+        dq[j] = d0 if d0 > d1 else d1
+    top = row_motions(m, w)
+    return 1 if sweep(qa, qc, qb, True, top, m, w, counter) == 7 else 0
 
 
 def prefix_one(qa, qb, lower, upper, m, w, counter):
@@ -407,6 +450,13 @@ def segments(qa, qb, lower, upper, m, out, counter):
         out[s, 0] = bits & 1
         out[s, 1] = (bits >> 1) & 1
         out[s, 2] = (bits >> 2) & 1
+
+
+def blends(qa, qc, qb, lower, upper, m, out, counter):
+    """``out`` (K,): ``blend_one`` of the quadratic Beziers qa, qc, qb (K, n) rad."""
+    w = work(m, qa.shape[1])
+    for s in range(qa.shape[0]):
+        out[s] = blend_one(qa[s], qc[s], qb[s], lower, upper, m, w, counter)
 
 
 def prefixes(qa, qb, lower, upper, m, out, counter):
@@ -541,10 +591,10 @@ def rrt_chunk(nodes, parent, radius, size, state, samples, lower, upper, step, d
 
 
 _HELPERS = (
-    fk, motions, pair_ratio, check, _queue_size, work, set_motions, inside, segment_forward,
-    segment_one, prefix_one, nearest,
+    fk, motions, pair_ratio, check, _queue_size, work, set_motions, row_motions, inside, point,
+    sweep, segment_forward, segment_one, blend_one, prefix_one, nearest,
 )  # fmt: skip
-_ENTRIES = (evaluate, segments, prefixes, rrt_chunk)
+_ENTRIES = (evaluate, segments, prefixes, blends, rrt_chunk)
 
 
 def source() -> str:
@@ -571,7 +621,7 @@ def enabled() -> bool:
 
 
 def kernels() -> SimpleNamespace | None:
-    """The compiled module's dispatchers (``evaluate``, ``segments``, ``prefixes``,
+    """The compiled module's dispatchers (``evaluate``, ``segments``, ``prefixes``, ``blends``,
     ``rrt_chunk``) plus ``load_s``; None when disabled or without numba."""
     names = [fn.__name__ for fn in _ENTRIES]
     return numba_cache.compiled_module(

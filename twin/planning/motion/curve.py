@@ -222,7 +222,10 @@ def blends_free(a: np.ndarray, c: np.ndarray, b: np.ndarray, checker: MotionChec
     """Whether the blends ``a -> b`` with control points ``c`` ((B, d) rad each, as ``Blend``)
     are free according to ``checker``: (B,) bool. With ``certified`` on the checker, coarse
     samples with their certified intervals, then the gaps at the fine spacing (module doc).
-    Without it, every fine sample (``piece_samples``)."""
+    Without it, every fine sample (``piece_samples``). A compiled ``CollisionChecker`` checks
+    them itself (``CollisionChecker.blends_free``: certified in bisection order)."""
+    if getattr(checker, "compiled", False) and hasattr(checker, "blends_free"):
+        return checker.blends_free(a, c, b)
     speed = np.maximum(np.abs(2.0 * (c - a)), np.abs(2.0 * (b - c)))  # (B, d) max |dq/dtau|
     fine = np.asarray(checker.steps(np.zeros_like(speed), speed), dtype=int)
     ok = np.ones(len(a), dtype=bool)
