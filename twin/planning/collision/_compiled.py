@@ -131,10 +131,11 @@ def pair_ratio(x, pairs, pair_r, mpair, lo, hi, want, margin, best):
     return best if want else 1.0
 
 
-def check(q, want, menv, mpair, mbody, m, x, rot, org, near):
-    """-1.0 when configuration q (n,) rad is not free, else its certified half width (``want``;
-    ``menv``, ``mpair``, ``mbody``: the rows' motions over the segment) or 1.0; ``m`` the model
-    tuple (``kernel.SphereKernel.compiled_model``)."""
+def check(q, want, limit, menv, mpair, mbody, m, x, rot, org, near):
+    """-1.0 when configuration q (n,) rad is not free, else its certified half width, at most
+    ``limit`` (``want``; ``menv``, ``mpair``, ``mbody``: the rows' motions over the segment) or
+    1.0; ``m`` the model tuple (``kernel.SphereKernel.compiled_model``). A caller that needs no
+    more than ``limit`` passes it: rows that cannot bring the width below it are skipped."""
     chain, ctrans, sph, grp, n_env, grid, gshape = m[0], m[1], m[2], m[3], m[4], m[5], m[6]
     gpar, exact, pairs, pair_r, bodies, body_r, margin = (
         m[7],
@@ -146,7 +147,7 @@ def check(q, want, menv, mpair, mbody, m, x, rot, org, near):
         m[16],
     )
     fk(q, chain, ctrans, sph, grp, x, rot, org)
-    best = math.inf
+    best = limit
     ne = exact.shape[0]
     cull = ne >= CULL_MIN
     if cull:  # per group, the exact spheres its bound comes near (module doc)
@@ -261,7 +262,7 @@ def evaluate(q, dq, want, m, ok, width, counter):
             motions(wenv, dq[r if dq.shape[0] > 1 else 0], menv)
             motions(wpair, dq[r if dq.shape[0] > 1 else 0], mpair)
             motions(wbody, dq[r if dq.shape[0] > 1 else 0], mbody)
-        w = check(q[r], want, menv, mpair, mbody, m, x, rot, org, near)
+        w = check(q[r], want, math.inf, menv, mpair, mbody, m, x, rot, org, near)
         ok[r] = 1 if w >= 0.0 else 0
         width[r] = w if w > 0.0 else 0.0
     counter[0] += count
@@ -356,8 +357,8 @@ def sweep(qa, qc, qb, quad, top, m, w, counter):
     (t = 1), its row motions already in ``w`` (``top``: the largest): both ends, then the gaps
     their certified intervals leave, split at their midpoints (module doc)."""
     x, rot, org, menv, mpair, mbody, q = w[0], w[1], w[2], w[3], w[4], w[5], w[7]
-    r0 = check(qa, True, menv, mpair, mbody, m, x, rot, org, w[8])
-    r1 = check(qb, True, menv, mpair, mbody, m, x, rot, org, w[8])
+    r0 = check(qa, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])  # 1.0: all of it
+    r1 = check(qb, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])
     counter[0] += 2
     bits = (2 if r0 >= 0.0 else 0) + (4 if r1 >= 0.0 else 0)
     if bits != 6:
@@ -375,7 +376,8 @@ def sweep(qa, qc, qb, quad, top, m, w, counter):
         head += 1
         t = 0.5 * (lo + hi)
         point(qa, qc, qb, t, quad, q)
-        r = check(q, True, menv, mpair, mbody, m, x, rot, org, w[8])
+        # a width of at least hi - lo leaves no gap: the same samples as without the cap
+        r = check(q, True, 2.0 * (hi - lo), menv, mpair, mbody, m, x, rot, org, w[8])
         counter[0] += 1
         if r < 0.0:
             return bits
@@ -412,7 +414,7 @@ def prefix_one(qa, qb, lower, upper, m, w, counter):
         return 0.0
     x, rot, org, menv, mpair, mbody, q = w[0], w[1], w[2], w[3], w[4], w[5], w[7]
     set_motions(qa, qb, m, w)
-    r = check(qa, True, menv, mpair, mbody, m, x, rot, org, w[8])
+    r = check(qa, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])
     counter[0] += 1
     if r < 0.0:
         return 0.0
@@ -425,7 +427,9 @@ def prefix_one(qa, qb, lower, upper, m, w, counter):
         t = 1.0 if t > 1.0 else t
         for j in range(n):
             q[j] = qa[j] + t * (qb[j] - qa[j])
-        r = check(q, True, menv, mpair, mbody, m, x, rot, org, w[8])
+        # a width of at least this covers [covered, 1]: the same samples as without the cap
+        need = 1.0 - t if 1.0 - t > t - covered else t - covered
+        r = check(q, True, 2.0 * need, menv, mpair, mbody, m, x, rot, org, w[8])
         counter[0] += 1
         if r < 0.0:
             break
