@@ -204,11 +204,13 @@ def _samples(query: _Query, k: int) -> np.ndarray:
     rng, lower, upper = query.rng, query.checker.lower, query.checker.upper
     shape = (k, query.batch, len(query.start))
     out = rng.uniform(lower, upper, size=shape)
-    near = rng.random(shape[:2]) < ROOT_SHARE
-    count = int(near.sum())
-    if count:
-        roots = np.stack((query.start, query.goal))[rng.integers(0, 2, size=count)]
-        out[near] = np.clip(roots + rng.normal(0.0, ROOT_SIGMA, size=roots.shape), lower, upper)
+    u = rng.random(shape[:2])  # below ROOT_SHARE / 2: the start; below ROOT_SHARE: the goal
+    near = np.flatnonzero(u < ROOT_SHARE)
+    if len(near):
+        flat = out.reshape(-1, shape[2])
+        roots = np.where((u.flat[near] < 0.5 * ROOT_SHARE)[:, None], query.start, query.goal)
+        roots += rng.normal(0.0, ROOT_SIGMA, size=roots.shape)
+        flat[near] = np.clip(roots, lower, upper, out=roots)
     return out
 
 
