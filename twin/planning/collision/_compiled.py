@@ -318,9 +318,12 @@ def inside(q, lower, upper):
     return True
 
 
-def segment_one(qa, qb, lower, upper, m, w, counter):
+def segment_one(qa, qb, lower, upper, m, w, counter, first):
     """(segment free, start free, end free) of qa -> qb (n,) rad (module doc) as bits 1, 2, 4;
-    0 when an end lies outside the limits. A segment is checked from its lexicographically
+    0 when an end lies outside the limits. ``first``: -1, both ends are checked (all three
+    bits); 0 or 1, only the verdict is wanted: that end (qa or qb) is checked first and the
+    check stops (0) where an end is blocked (a search's new configuration first: most blocked
+    edges end blocked, and their other end is a tree node, known free). A segment is checked from its lexicographically
     smaller end, so that qa -> qb and qb -> qa sample the same configurations (a path re-checked
     backwards, e.g. along a roadmap edge, gets the same verdict)."""
     if not (inside(qa, lower, upper) and inside(qb, lower, upper)):
@@ -328,16 +331,16 @@ def segment_one(qa, qb, lower, upper, m, w, counter):
     for j in range(qa.shape[0]):
         if qa[j] != qb[j]:
             if qa[j] > qb[j]:
-                bits = segment_forward(qb, qa, m, w, counter)
+                bits = segment_forward(qb, qa, m, w, counter, first if first < 0 else 1 - first)
                 return (bits & 1) + ((bits & 2) << 1) + ((bits & 4) >> 1)
             break
-    return segment_forward(qa, qb, m, w, counter)
+    return segment_forward(qa, qb, m, w, counter, first)
 
 
-def segment_forward(qa, qb, m, w, counter):
+def segment_forward(qa, qb, m, w, counter, first):
     """``segment_one`` of a segment inside the limits, in the given direction."""
     top = set_motions(qa, qb, m, w)
-    return sweep(qa, qb, qb, False, top, m, w, counter)
+    return sweep(qa, qb, qb, False, top, m, w, counter, first)
 
 
 def point(qa, qc, qb, t, quad, q):
@@ -352,14 +355,24 @@ def point(qa, qc, qb, t, quad, q):
         q[j] = qa[j] + t * (qb[j] - qa[j])
 
 
-def sweep(qa, qc, qb, quad, top, m, w, counter):
+def sweep(qa, qc, qb, quad, top, m, w, counter, first):
     """(free, start free, end free) as bits 1, 2, 4 of the curve ``point`` from qa (t = 0) to qb
-    (t = 1), its row motions already in ``w`` (``top``: the largest): both ends, then the gaps
-    their certified intervals leave, split at their midpoints (module doc)."""
+    (t = 1), its row motions already in ``w`` (``top``: the largest): both ends (``first``:
+    ``segment_one``), then the gaps their certified intervals leave, split at their midpoints
+    (module doc)."""
     x, rot, org, menv, mpair, mbody, q = w[0], w[1], w[2], w[3], w[4], w[5], w[7]
-    r0 = check(qa, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])  # 1.0: all of it
-    r1 = check(qb, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])
-    counter[0] += 2
+    if first == 1:  # 1.0: a width that covers all of it
+        r1 = check(qb, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])
+        counter[0] += 1
+        if r1 < 0.0:
+            return 0
+    r0 = check(qa, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])
+    counter[0] += 1
+    if first == 0 and r0 < 0.0:
+        return 0
+    if first != 1:
+        r1 = check(qb, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])
+        counter[0] += 1
     bits = (2 if r0 >= 0.0 else 0) + (4 if r1 >= 0.0 else 0)
     if bits != 6:
         return bits
@@ -404,7 +417,7 @@ def blend_one(qa, qc, qb, lower, upper, m, w, counter):
         d1 = abs(2.0 * (qb[j] - qc[j]))
         dq[j] = d0 if d0 > d1 else d1
     top = row_motions(m, w)
-    return 1 if sweep(qa, qc, qb, True, top, m, w, counter) == 7 else 0
+    return 1 if sweep(qa, qc, qb, True, top, m, w, counter, 0) == 7 else 0
 
 
 def prefix_one(qa, qb, lower, upper, m, w, counter):
@@ -450,7 +463,7 @@ def segments(qa, qb, lower, upper, m, out, counter):
     (module doc); all three 0 when an end lies outside the limits (``lower``, ``upper`` (n,))."""
     w = work(m, qa.shape[1])
     for s in range(qa.shape[0]):
-        bits = segment_one(qa[s], qb[s], lower, upper, m, w, counter)
+        bits = segment_one(qa[s], qb[s], lower, upper, m, w, counter, -1)
         out[s, 0] = bits & 1
         out[s, 1] = (bits >> 1) & 1
         out[s, 2] = (bits >> 2) & 1
@@ -520,14 +533,16 @@ def rrt_chunk(nodes, parent, radius, size, state, samples, lower, upper, step, d
         for i in range(batch):  # a blocked edge retries its first ``domain[3]``
             ok[i] = (
                 keep[i]
-                and (segment_one(nodes[a, near[i]], q_new[i], lower, upper, m, w, counter) & 1) == 1
+                and (segment_one(nodes[a, near[i]], q_new[i], lower, upper, m, w, counter, 1) & 1)
+                == 1
             )
             part[i] = keep[i] and not ok[i]
             if part[i]:  # blocked: the first ``domain[3]`` of the edge
                 j = near[i]
                 for k in range(n):
                     q_new[i, k] = nodes[a, j, k] + domain[3] * (q_new[i, k] - nodes[a, j, k])
-                part[i] = (segment_one(nodes[a, j], q_new[i], lower, upper, m, w, counter) & 1) == 1
+                bits = segment_one(nodes[a, j], q_new[i], lower, upper, m, w, counter, 1)
+                part[i] = (bits & 1) == 1
         count = 0
         for i in range(batch):
             if not keep[i]:
