@@ -4,7 +4,9 @@
 tree straight towards the new node and keeps the free prefix of that segment (split into
 ``step``-long edges). Here every iteration does this for a few samples at once, so that all their
 edges, and then all connection segments, are each checked in one batched call. The trees swap roles
-every iteration. Randomness comes only from the generator passed in: a query replays exactly.
+every iteration. A fifth of the samples are drawn around the start or the goal (``ROOT_SHARE``),
+the rest uniformly in the limits. Randomness comes only from the generator passed in: a query
+replays exactly.
 With the compiled checks (``CollisionChecker.compiled``) the whole loop runs compiled
 (``collision._compiled.rrt_chunk``) in chunks of ``CHUNK_ITERATIONS`` iterations, the deadline
 looked at between chunks: the same steps without numpy's per-call cost, which was most of a
