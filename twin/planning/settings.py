@@ -19,9 +19,9 @@ class PlannerSettings:
     more than twice this between checks), max_sphere_radius m and max_sphere_slack m (sphere
     covers), workspace_padding m (room for tools and carried objects beyond the arm's reach).
     rrt_step rad, max_iterations (per goal), shortcut_rounds: search and smoothing. The
-    iteration budget is large (the UR5 clutter problem of ``bench_planner_clutter``, 300 queries
-    over three seeds, needed at most 3,486 iterations; the old 3,000 failed 4 in 100): the time
-    limit is what bounds a query. It is not unbounded, so that an unreachable goal costs
+    iteration budget is large (the UR5 clutter problem of ``bench_planner_clutter``, 100 queries
+    on each of two seeds, needed at most 7,073 iterations; the old 3,000 failed 4 in 100): the
+    time limit is what bounds a query. It is not unbounded, so that an unreachable goal costs
     seconds, not the whole limit (the UR5: 0.56 s at 3,000, 4.5 s at 20,000, 35 s at 100,000,
     loaded machine), and with ``list_order`` the goals after it are still tried.
     compute_blend_radii: give ``path`` results the largest verified-free blend radii
