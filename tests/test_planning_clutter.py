@@ -6,17 +6,19 @@ replay."""
 from __future__ import annotations
 
 import tracemalloc
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from twin.benchmarks.bench_planner_clutter import clutter_scene, make_queries
+from twin.benchmarks.bench_planner_clutter import clutter_scene, load_ur5_spherized, make_queries
 from twin.benchmarks.planner_exact import ExactChecker, verify_path
 
 from twin.planning import InitialState, Obstacle, PathRequest, Planner, PlannerSettings
 from twin.planning.collision.field import DistanceField
 from twin.planning.collision.scene_obstacles import obstacles_from_scene
+from twin.planning.search import rrt
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +135,51 @@ def test_clutter_paths_are_valid_exactly_and_replay(planner: Planner):
                 path, np.vstack([start, *[w.configuration for w in again.path()]])
             )
     planner.clear_obstacles()
+
+
+#: A query of ``bench_planner_clutter`` (UR5, seed 0, query 72) whose start sits in a pocket:
+#: uniform samples almost never fall inside its tree's dynamic domain.
+POCKET_START = [-0.15080350278572485, -1.3570340529844367, -2.5332502441636677]
+POCKET_START += [2.9159571338341608, 2.6632671864511512, 1.2349175134111925]
+POCKET_GOAL = [0.28887706457954376, -1.9500352255466409, -2.3975632548513834]
+POCKET_GOAL += [0.5906455858505528, -0.0917487302469846, 0.3241979764564724]
+
+
+def test_samples_around_the_roots_take_a_search_out_of_a_pocket(monkeypatch):
+    model, settings = load_ur5_spherized()
+    ur5 = Planner(settings, model=model)
+    scene = clutter_scene(ur5.checker.robot.origin_1(), np.random.default_rng([0, 19]))
+    ur5.set_obstacles(obstacles_from_scene(scene))
+    start, goal = np.array(POCKET_START), np.array(POCKET_GOAL)
+    assert ur5.configurations_free([start, goal]).all()
+    assert not ur5.checker.segment_free(start, goal)
+
+    def solved(seed: int) -> bool:
+        rng = np.random.default_rng(seed)
+        r = rrt.rrt_connect(ur5.checker, start, goal, rng, settings.rrt_step, 3000)
+        return r.path is not None and ur5.checker.segments_free(r.path[:-1], r.path[1:]).all()
+
+    assert sum(solved(seed) for seed in range(4)) >= 3
+    monkeypatch.setattr(rrt, "ROOT_SHARE", 0.0)  # uniform samples only
+    assert not any(solved(seed) for seed in range(4))
+
+
+def test_root_samples_are_a_fifth_near_the_roots_and_inside_the_limits():
+    lower, upper = np.full(6, -2 * np.pi), np.full(6, 2 * np.pi)
+    start, goal = np.zeros(6), np.full(6, 6.0)  # the goal near the upper limits: clipped
+    query = SimpleNamespace(
+        rng=np.random.default_rng(0),
+        checker=SimpleNamespace(lower=lower, upper=upper),
+        batch=4,
+        start=start,
+        goal=goal,
+    )
+    x = rrt._samples(query, 5000).reshape(-1, 6)
+    assert np.all((x >= lower) & (x <= upper))
+    near_start = np.linalg.norm(x - start, axis=1) < 4.0  # 4 sigma in 6 joints: about all
+    near_goal = np.linalg.norm(np.minimum(x, upper) - goal, axis=1) < 4.0
+    assert 0.09 < near_start.mean() < 0.11 and 0.09 < near_goal.mean() < 0.11
+    again = rrt._samples(
+        SimpleNamespace(**{**vars(query), "rng": np.random.default_rng(0)}), 5000
+    ).reshape(-1, 6)
+    np.testing.assert_array_equal(x, again)

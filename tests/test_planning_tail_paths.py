@@ -131,15 +131,21 @@ def test_the_executed_curve_check_does_not_repeat_the_searched_blends(scene):
     certified blend samples); without them it checks the blends too, with the same verdict."""
     planner, queries = scene
 
-    class Counting:  # the planner's checker, counting the blend checks (``certified``)
+    class Counting:  # the planner's checker, counting the blend checks (``certified`` and
+        # the compiled checker's own ``blends_free``, which the search uses when compiled)
         def __init__(self, checker):
             self.checker, self.blend_calls = checker, 0
             self.free, self.steps = checker.free, checker.steps
             self.segments_free = checker.segments_free
+            self.compiled = checker.compiled
 
         def certified(self, q, dq):
             self.blend_calls += 1
             return self.checker.certified(q, dq)
+
+        def blends_free(self, a, c, b):
+            self.blend_calls += 1
+            return self.checker.blends_free(a, c, b)
 
     compared = 0
     for q in queries[:60]:

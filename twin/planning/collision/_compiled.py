@@ -30,6 +30,9 @@ split at its midpoint in first-in first-out order (coarse to fine, as VAMP's bis
 every free sample removing its certified interval; the first blocked sample ends the segment.
 Every free sample certifies at least ``margin / max motion``, so the count of samples is bounded
 (``_queue_size``); a segment that would need more is reported blocked (conservative).
+Blends (``blends``: the quadratic Beziers of ``motion.curve``): the same order, each sample's
+interval certified with the joints' speed bound ``max(|2 (c - a)|, |2 (b - c)|)`` (the
+derivative is linear in the parameter); about 15x fewer checks than fixed fine spacing.
 Prefixes (``prefixes``): from ``qa`` forward, each next sample one certified half width past the
 covered part (halved until the intervals meet); the parameter of the last free sample before
 the first blocked one.
@@ -128,10 +131,11 @@ def pair_ratio(x, pairs, pair_r, mpair, lo, hi, want, margin, best):
     return best if want else 1.0
 
 
-def check(q, want, menv, mpair, mbody, m, x, rot, org, near):
-    """-1.0 when configuration q (n,) rad is not free, else its certified half width (``want``;
-    ``menv``, ``mpair``, ``mbody``: the rows' motions over the segment) or 1.0; ``m`` the model
-    tuple (``kernel.SphereKernel.compiled_model``)."""
+def check(q, want, limit, menv, mpair, mbody, m, x, rot, org, near):
+    """-1.0 when configuration q (n,) rad is not free, else its certified half width, at most
+    ``limit`` (``want``; ``menv``, ``mpair``, ``mbody``: the rows' motions over the segment) or
+    1.0; ``m`` the model tuple (``kernel.SphereKernel.compiled_model``). A caller that needs no
+    more than ``limit`` passes it: rows that cannot bring the width below it are skipped."""
     chain, ctrans, sph, grp, n_env, grid, gshape = m[0], m[1], m[2], m[3], m[4], m[5], m[6]
     gpar, exact, pairs, pair_r, bodies, body_r, margin = (
         m[7],
@@ -143,7 +147,7 @@ def check(q, want, menv, mpair, mbody, m, x, rot, org, near):
         m[16],
     )
     fk(q, chain, ctrans, sph, grp, x, rot, org)
-    best = math.inf
+    best = limit
     ne = exact.shape[0]
     cull = ne >= CULL_MIN
     if cull:  # per group, the exact spheres its bound comes near (module doc)
@@ -258,7 +262,7 @@ def evaluate(q, dq, want, m, ok, width, counter):
             motions(wenv, dq[r if dq.shape[0] > 1 else 0], menv)
             motions(wpair, dq[r if dq.shape[0] > 1 else 0], mpair)
             motions(wbody, dq[r if dq.shape[0] > 1 else 0], mbody)
-        w = check(q[r], want, menv, mpair, mbody, m, x, rot, org, near)
+        w = check(q[r], want, math.inf, menv, mpair, mbody, m, x, rot, org, near)
         ok[r] = 1 if w >= 0.0 else 0
         width[r] = w if w > 0.0 else 0.0
     counter[0] += count
@@ -283,9 +287,16 @@ def work(m, n):
 
 def set_motions(qa, qb, m, w):
     """The row motions of segment qa -> qb (n,) into the scratch ``w``; the largest of them."""
-    dq, menv, mpair, mbody = w[6], w[3], w[4], w[5]
+    dq = w[6]
     for j in range(qa.shape[0]):
         dq[j] = abs(qb[j] - qa[j])
+    return row_motions(m, w)
+
+
+def row_motions(m, w):
+    """The row motions of the joint speed bounds in the scratch ``w`` (``w[6]`` (n,) rad per
+    unit of the parameter) into ``w``; the largest of them."""
+    dq, menv, mpair, mbody = w[6], w[3], w[4], w[5]
     motions(m[13], dq, menv)
     motions(m[14], dq, mpair)
     motions(m[15], dq, mbody)
@@ -307,9 +318,12 @@ def inside(q, lower, upper):
     return True
 
 
-def segment_one(qa, qb, lower, upper, m, w, counter):
+def segment_one(qa, qb, lower, upper, m, w, counter, first):
     """(segment free, start free, end free) of qa -> qb (n,) rad (module doc) as bits 1, 2, 4;
-    0 when an end lies outside the limits. A segment is checked from its lexicographically
+    0 when an end lies outside the limits. ``first``: -1, both ends are checked (all three
+    bits); 0 or 1, only the verdict is wanted: that end (qa or qb) is checked first and the
+    check stops (0) where an end is blocked (a search's new configuration first: most blocked
+    edges end blocked, and their other end is a tree node, known free). A segment is checked from its lexicographically
     smaller end, so that qa -> qb and qb -> qa sample the same configurations (a path re-checked
     backwards, e.g. along a roadmap edge, gets the same verdict)."""
     if not (inside(qa, lower, upper) and inside(qb, lower, upper)):
@@ -317,19 +331,48 @@ def segment_one(qa, qb, lower, upper, m, w, counter):
     for j in range(qa.shape[0]):
         if qa[j] != qb[j]:
             if qa[j] > qb[j]:
-                bits = segment_forward(qb, qa, m, w, counter)
+                bits = segment_forward(qb, qa, m, w, counter, first if first < 0 else 1 - first)
                 return (bits & 1) + ((bits & 2) << 1) + ((bits & 4) >> 1)
             break
-    return segment_forward(qa, qb, m, w, counter)
+    return segment_forward(qa, qb, m, w, counter, first)
 
 
-def segment_forward(qa, qb, m, w, counter):
+def segment_forward(qa, qb, m, w, counter, first):
     """``segment_one`` of a segment inside the limits, in the given direction."""
-    x, rot, org, menv, mpair, mbody, q = w[0], w[1], w[2], w[3], w[4], w[5], w[7]
     top = set_motions(qa, qb, m, w)
-    r0 = check(qa, True, menv, mpair, mbody, m, x, rot, org, w[8])
-    r1 = check(qb, True, menv, mpair, mbody, m, x, rot, org, w[8])
-    counter[0] += 2
+    return sweep(qa, qb, qb, False, top, m, w, counter, first)
+
+
+def point(qa, qc, qb, t, quad, q):
+    """Into q (n,): the point at t of the segment qa -> qb or, with ``quad``, of the quadratic
+    Bezier with control points qa, qc, qb (n,) rad."""
+    if quad:
+        u = 1.0 - t
+        for j in range(q.shape[0]):
+            q[j] = u * u * qa[j] + 2.0 * t * u * qc[j] + t * t * qb[j]
+        return
+    for j in range(q.shape[0]):
+        q[j] = qa[j] + t * (qb[j] - qa[j])
+
+
+def sweep(qa, qc, qb, quad, top, m, w, counter, first):
+    """(free, start free, end free) as bits 1, 2, 4 of the curve ``point`` from qa (t = 0) to qb
+    (t = 1), its row motions already in ``w`` (``top``: the largest): both ends (``first``:
+    ``segment_one``), then the gaps their certified intervals leave, split at their midpoints
+    (module doc)."""
+    x, rot, org, menv, mpair, mbody, q = w[0], w[1], w[2], w[3], w[4], w[5], w[7]
+    if first == 1:  # 1.0: a width that covers all of it
+        r1 = check(qb, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])
+        counter[0] += 1
+        if r1 < 0.0:
+            return 0
+    r0 = check(qa, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])
+    counter[0] += 1
+    if first == 0 and r0 < 0.0:
+        return 0
+    if first != 1:
+        r1 = check(qb, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])
+        counter[0] += 1
     bits = (2 if r0 >= 0.0 else 0) + (4 if r1 >= 0.0 else 0)
     if bits != 6:
         return bits
@@ -341,14 +384,13 @@ def segment_forward(qa, qb, m, w, counter):
         queue[0, 0] = r0
         queue[0, 1] = 1.0 - r1
         tail = 1
-    n = qa.shape[0]
     while head != tail:
         lo, hi = queue[head % size, 0], queue[head % size, 1]
         head += 1
         t = 0.5 * (lo + hi)
-        for j in range(n):
-            q[j] = qa[j] + t * (qb[j] - qa[j])
-        r = check(q, True, menv, mpair, mbody, m, x, rot, org, w[8])
+        point(qa, qc, qb, t, quad, q)
+        # a width of at least hi - lo leaves no gap: the same samples as without the cap
+        r = check(q, True, 2.0 * (hi - lo), menv, mpair, mbody, m, x, rot, org, w[8])
         counter[0] += 1
         if r < 0.0:
             return bits
@@ -362,6 +404,22 @@ def segment_forward(qa, qb, m, w, counter):
     return bits + 1
 
 
+def blend_one(qa, qc, qb, lower, upper, m, w, counter):
+    """1 when the quadratic Bezier with control points qa, qc, qb (n,) rad is free, else 0 (0
+    when a control point lies outside the limits: the curve lies in their box). Its joints move
+    at most ``max(|2 (qc - qa)|, |2 (qb - qc)|)`` per unit of its parameter (its derivative is
+    linear in the parameter), which sets the certified intervals."""
+    if not (inside(qa, lower, upper) and inside(qc, lower, upper) and inside(qb, lower, upper)):
+        return 0
+    dq = w[6]
+    for j in range(qa.shape[0]):
+        d0 = abs(2.0 * (qc[j] - qa[j]))
+        d1 = abs(2.0 * (qb[j] - qc[j]))
+        dq[j] = d0 if d0 > d1 else d1
+    top = row_motions(m, w)
+    return 1 if sweep(qa, qc, qb, True, top, m, w, counter, 0) == 7 else 0
+
+
 def prefix_one(qa, qb, lower, upper, m, w, counter):
     """For qa -> qb (n,) rad (qa free), the parameter of the last free sample before the first
     blocked one, covered from 0 (1.0: all free; 0.0 when qb lies outside the limits)."""
@@ -369,7 +427,7 @@ def prefix_one(qa, qb, lower, upper, m, w, counter):
         return 0.0
     x, rot, org, menv, mpair, mbody, q = w[0], w[1], w[2], w[3], w[4], w[5], w[7]
     set_motions(qa, qb, m, w)
-    r = check(qa, True, menv, mpair, mbody, m, x, rot, org, w[8])
+    r = check(qa, True, 1.0, menv, mpair, mbody, m, x, rot, org, w[8])
     counter[0] += 1
     if r < 0.0:
         return 0.0
@@ -382,7 +440,9 @@ def prefix_one(qa, qb, lower, upper, m, w, counter):
         t = 1.0 if t > 1.0 else t
         for j in range(n):
             q[j] = qa[j] + t * (qb[j] - qa[j])
-        r = check(q, True, menv, mpair, mbody, m, x, rot, org, w[8])
+        # a width of at least this covers [covered, 1]: the same samples as without the cap
+        need = 1.0 - t if 1.0 - t > t - covered else t - covered
+        r = check(q, True, 2.0 * need, menv, mpair, mbody, m, x, rot, org, w[8])
         counter[0] += 1
         if r < 0.0:
             break
@@ -403,10 +463,17 @@ def segments(qa, qb, lower, upper, m, out, counter):
     (module doc); all three 0 when an end lies outside the limits (``lower``, ``upper`` (n,))."""
     w = work(m, qa.shape[1])
     for s in range(qa.shape[0]):
-        bits = segment_one(qa[s], qb[s], lower, upper, m, w, counter)
+        bits = segment_one(qa[s], qb[s], lower, upper, m, w, counter, -1)
         out[s, 0] = bits & 1
         out[s, 1] = (bits >> 1) & 1
         out[s, 2] = (bits >> 2) & 1
+
+
+def blends(qa, qc, qb, lower, upper, m, out, counter):
+    """``out`` (K,): ``blend_one`` of the quadratic Beziers qa, qc, qb (K, n) rad."""
+    w = work(m, qa.shape[1])
+    for s in range(qa.shape[0]):
+        out[s] = blend_one(qa[s], qc[s], qb[s], lower, upper, m, w, counter)
 
 
 def prefixes(qa, qb, lower, upper, m, out, counter):
@@ -466,14 +533,16 @@ def rrt_chunk(nodes, parent, radius, size, state, samples, lower, upper, step, d
         for i in range(batch):  # a blocked edge retries its first ``domain[3]``
             ok[i] = (
                 keep[i]
-                and (segment_one(nodes[a, near[i]], q_new[i], lower, upper, m, w, counter) & 1) == 1
+                and (segment_one(nodes[a, near[i]], q_new[i], lower, upper, m, w, counter, 1) & 1)
+                == 1
             )
             part[i] = keep[i] and not ok[i]
             if part[i]:  # blocked: the first ``domain[3]`` of the edge
                 j = near[i]
                 for k in range(n):
                     q_new[i, k] = nodes[a, j, k] + domain[3] * (q_new[i, k] - nodes[a, j, k])
-                part[i] = (segment_one(nodes[a, j], q_new[i], lower, upper, m, w, counter) & 1) == 1
+                bits = segment_one(nodes[a, j], q_new[i], lower, upper, m, w, counter, 1)
+                part[i] = (bits & 1) == 1
         count = 0
         for i in range(batch):
             if not keep[i]:
@@ -541,10 +610,10 @@ def rrt_chunk(nodes, parent, radius, size, state, samples, lower, upper, step, d
 
 
 _HELPERS = (
-    fk, motions, pair_ratio, check, _queue_size, work, set_motions, inside, segment_forward,
-    segment_one, prefix_one, nearest,
+    fk, motions, pair_ratio, check, _queue_size, work, set_motions, row_motions, inside, point,
+    sweep, segment_forward, segment_one, blend_one, prefix_one, nearest,
 )  # fmt: skip
-_ENTRIES = (evaluate, segments, prefixes, rrt_chunk)
+_ENTRIES = (evaluate, segments, prefixes, blends, rrt_chunk)
 
 
 def source() -> str:
@@ -571,7 +640,7 @@ def enabled() -> bool:
 
 
 def kernels() -> SimpleNamespace | None:
-    """The compiled module's dispatchers (``evaluate``, ``segments``, ``prefixes``,
+    """The compiled module's dispatchers (``evaluate``, ``segments``, ``prefixes``, ``blends``,
     ``rrt_chunk``) plus ``load_s``; None when disabled or without numba."""
     names = [fn.__name__ for fn in _ENTRIES]
     return numba_cache.compiled_module(

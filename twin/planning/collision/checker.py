@@ -32,7 +32,8 @@ verdicts and certified intervals are computed one configuration at a time with e
 (about 2-4 us a configuration on VAMP's UR5 in its cage, against 16 us in small numpy
 batches), and segments are checked inside one call each: both ends, then the gaps their
 intervals leave, split at their midpoints (coarse to fine, as VAMP orders its samples) until
-covered or blocked; ``free_prefixes`` marches forward one certified half width at a time. The
+covered or blocked; ``free_prefixes`` marches forward one certified half width at a time; ``blends_free`` checks
+the blends of ``motion.curve`` the same way (compiled only). The
 two schemes sample differently (both conservative), so a segment near the margin can be free
 in one and blocked in the other. ``MotionChecker`` is the interface the search uses; the
 benchmarks' PyBullet baseline implements it too.
@@ -190,6 +191,7 @@ class CollisionChecker(MotionChecker):
                     evaluate=_compiled.Entry(fast.evaluate),
                     segments=_compiled.Entry(fast.segments),
                     prefixes=_compiled.Entry(fast.prefixes),
+                    blends=_compiled.Entry(fast.blends),
                     rrt_chunk=_compiled.Entry(fast.rrt_chunk),
                 )
                 self._counter = np.zeros(1, dtype=np.int64)
@@ -208,6 +210,7 @@ class CollisionChecker(MotionChecker):
         )
         self._fast.segments(q, q, lo, hi, model, np.empty((1, 3), np.uint8), self._counter)
         self._fast.prefixes(q, q, lo, hi, model, np.empty(1), self._counter)
+        self._fast.blends(q, q, q, lo, hi, model, np.empty(1, np.uint8), self._counter)
         self._fast.rrt_chunk(
             np.zeros((2, 1, n)),
             np.zeros((2, 1), np.int64),
@@ -248,6 +251,20 @@ class CollisionChecker(MotionChecker):
             self._counter,
         )
         self._count()
+
+    def blends_free(self, a: np.ndarray, c: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Whether the quadratic Beziers ``(1 - s)^2 a + 2 s (1 - s) c + s^2 b``, s in [0, 1]
+        (control points a, c, b (B, n) rad: a blend of ``motion.curve``), are free: (B,) bool;
+        only when ``compiled``. Certified as segments are (module doc), in bisection order with
+        early exit: the joints move at most ``max(|2 (c - a)|, |2 (b - c)|)`` per unit of s. A
+        control point outside the limits: not free (the curve lies in their box)."""
+        self._spheres()
+        model = self._kernel.compiled_model()
+        out = np.empty(len(a), np.uint8)
+        lo, hi = _c(self.lower), _c(self.upper)
+        self._fast.blends(_c(a), _c(c), _c(b), lo, hi, model, out, self._counter)
+        self._count()
+        return out.view(bool)
 
     def _run(self, entry, qa: np.ndarray, qb: np.ndarray, out: np.ndarray) -> np.ndarray:
         """``out`` filled by the compiled ``entry`` (``segments`` or ``prefixes``) for segments

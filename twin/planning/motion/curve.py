@@ -241,12 +241,21 @@ def blend_checks(
     coarse samples; a corner width of at least ``CORNER_SURE`` certifies the whole blend, and
     the corner width ``w`` certifies the blend scaled about ``c`` by any factor up to ``w``
     (``blend``'s search reads it so). Other blends: the coarse samples with their certified
-    intervals, then the gaps at the fine spacing (module doc). Without ``certified``: every
-    fine sample (``piece_samples``), corner widths 0."""
+    intervals, then the gaps at the fine spacing (module doc). A compiled ``CollisionChecker``
+    checks the blends the corners leave itself (``CollisionChecker.blends_free``: certified in
+    bisection order with early exit). Without ``certified``: every fine sample
+    (``piece_samples``), corner widths 0."""
     speed = np.maximum(np.abs(2.0 * (c - a)), np.abs(2.0 * (b - c)))  # (B, d) max |dq/dtau|
-    fine = np.asarray(checker.steps(np.zeros_like(speed), speed), dtype=int)
     ok = np.ones(len(a), dtype=bool)
     certified = getattr(checker, "certified", None)
+    if certified is not None and getattr(checker, "compiled", False):
+        free, width = certified(c, 0.5 * speed)
+        corner = np.where(free, width, 0.0)
+        rest = corner < CORNER_SURE
+        if rest.any():
+            ok[rest] = checker.blends_free(a[rest], c[rest], b[rest])
+        return ok, corner
+    fine = np.asarray(checker.steps(np.zeros_like(speed), speed), dtype=int)
     if certified is None:
         owner, tau = _grid(fine)
         ok[owner[~np.asarray(checker.free(_bezier(a, c, b, owner, tau)), dtype=bool)]] = False

@@ -4,7 +4,9 @@
 tree straight towards the new node and keeps the free prefix of that segment (split into
 ``step``-long edges). Here every iteration does this for a few samples at once, so that all their
 edges, and then all connection segments, are each checked in one batched call. The trees swap roles
-every iteration. Randomness comes only from the generator passed in: a query replays exactly.
+every iteration. A fifth of the samples are drawn around the start or the goal (``ROOT_SHARE``),
+the rest uniformly in the limits. Randomness comes only from the generator passed in: a query
+replays exactly.
 With the compiled checks (``CollisionChecker.compiled``) the whole loop runs compiled
 (``collision._compiled.rrt_chunk``) in chunks of ``CHUNK_ITERATIONS`` iterations, the deadline
 looked at between chunks: the same steps without numpy's per-call cost, which was most of a
@@ -36,6 +38,16 @@ BALANCE = True
 RETRY_FRACTION = 0.5
 #: Iterations per call of the compiled search (the deadline is checked between calls).
 CHUNK_ITERATIONS = 16
+#: Samples near the roots: this share of the samples is drawn around the start or the goal
+#: (either with even odds; normal, ``ROOT_SIGMA`` rad per joint, clipped to the limits), the
+#: rest uniformly in the limits. A root in a pocket (a few per cent of its ``step``-long edges
+#: free) extends only towards samples inside its nodes' dynamic domain, and uniform samples in
+#: a wide joint box (the UR5's +-2 pi) almost never fall there: on the UR5 clutter problem
+#: (22 hard queries, 5 seeds, RRT-Connect alone, 30,000 iterations) uniform sampling left 9 of
+#: 110 unsolved and needed more than 3,000 iterations in 17; 20 % at 1.0 rad solved all 110,
+#: 5 above 3,000 (shares 0.1-0.3 at 0.45-1.0 rad: 109-110 solved, 8-15 above 3,000).
+ROOT_SHARE = 0.2
+ROOT_SIGMA = 1.0
 
 
 class _Tree:
@@ -119,15 +131,14 @@ def rrt_connect(
 
 def _rrt_numpy(query: _Query) -> RrtResult:
     """``rrt_connect`` in numpy batches."""
-    checker, step, batch = query.checker, query.step, query.batch
+    checker, step = query.checker, query.step
     trees = [_Tree(query.start, 256), _Tree(query.goal, 256)]
     active = 0  # index of the tree that extends
-    lower, upper = checker.lower, checker.upper
     for it in range(1, query.max_iterations + 1):
         if query.past_deadline():
             return RrtResult(None, it - 1)
         a, b = trees[active], trees[1 - active]
-        targets = query.rng.uniform(lower, upper, size=(batch, len(query.start)))
+        targets = _samples(query, 1)[0]
         new_nodes = _extend_many(checker, a, targets, step)
         if new_nodes:
             hit = _connect_many(checker, b, a, new_nodes, step)
@@ -148,15 +159,9 @@ def _rrt_numpy(query: _Query) -> RrtResult:
 def _rrt_compiled(query: _Query) -> RrtResult:
     """``rrt_connect`` compiled (``CollisionChecker.rrt_chunk``): the same steps, in chunks of
     ``CHUNK_ITERATIONS`` iterations (samples drawn a chunk at a time, in the same order)."""
-    checker, start, goal, step, batch = (
-        query.checker,
-        query.start,
-        query.goal,
-        query.step,
-        query.batch,
-    )
+    checker, step, batch = query.checker, query.step, query.batch
     max_iterations = query.max_iterations
-    n = len(start)
+    n = len(query.start)
     lower, upper = checker.lower, checker.upper
     # Nodes one iteration can add: ``batch`` extensions, each connection at most the joint
     # box's diagonal in ``step``-long pieces.
@@ -165,7 +170,7 @@ def _rrt_compiled(query: _Query) -> RrtResult:
     nodes = np.empty((2, cap, n))
     parent = np.full((2, cap), -1, dtype=np.int64)
     radius = np.full((2, cap), np.inf)
-    nodes[0, 0], nodes[1, 0] = start, goal
+    nodes[0, 0], nodes[1, 0] = query.start, query.goal
     size = np.ones(2, dtype=np.int64)
     state = np.zeros(5, dtype=np.int64)  # active, found, start-tree node, goal-tree node, its
     domain = np.array([DOMAIN_RADIUS, DOMAIN_MIN, DOMAIN_ALPHA, RETRY_FRACTION])
@@ -185,7 +190,7 @@ def _rrt_compiled(query: _Query) -> RrtResult:
             for new, old in zip(grown, (nodes, parent, radius)):
                 new[:, : old.shape[1]] = old
             nodes, parent, radius = grown
-        samples = query.rng.uniform(lower, upper, size=(k, batch, n))
+        samples = _samples(query, k)
         checker.rrt_chunk(nodes, parent, radius, size, state, samples, step, domain)
         done = int(state[4])
         if state[1]:
@@ -193,6 +198,22 @@ def _rrt_compiled(query: _Query) -> RrtResult:
             path += _branch(nodes[1], parent[1], int(state[3]))[1:]
             return RrtResult(np.array(path), done)
     return RrtResult(None, max_iterations)
+
+
+def _samples(query: _Query, k: int) -> np.ndarray:
+    """Samples (k, batch, n) rad of ``k`` iterations: uniform in the limits, ``ROOT_SHARE`` of
+    them around the start or the goal instead (``ROOT_SIGMA``)."""
+    rng, lower, upper = query.rng, query.checker.lower, query.checker.upper
+    shape = (k, query.batch, len(query.start))
+    out = rng.uniform(lower, upper, size=shape)
+    u = rng.random(shape[:2])  # below ROOT_SHARE / 2: the start; below ROOT_SHARE: the goal
+    near = np.flatnonzero(u < ROOT_SHARE)
+    if len(near):
+        flat = out.reshape(-1, shape[2])
+        roots = np.where((u.flat[near] < 0.5 * ROOT_SHARE)[:, None], query.start, query.goal)
+        roots += rng.normal(0.0, ROOT_SIGMA, size=roots.shape)
+        flat[near] = np.clip(roots, lower, upper, out=roots)
+    return out
 
 
 def _branch(nodes: np.ndarray, parent: np.ndarray, i: int) -> list[np.ndarray]:
