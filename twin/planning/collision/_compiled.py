@@ -323,9 +323,10 @@ def segment_one(qa, qb, lower, upper, m, w, counter, first):
     0 when an end lies outside the limits. ``first``: -1, both ends are checked (all three
     bits); 0 or 1, only the verdict is wanted: that end (qa or qb) is checked first and the
     check stops (0) where an end is blocked (a search's new configuration first: most blocked
-    edges end blocked, and their other end is a tree node, known free). A segment is checked from its lexicographically
-    smaller end, so that qa -> qb and qb -> qa sample the same configurations (a path re-checked
-    backwards, e.g. along a roadmap edge, gets the same verdict)."""
+    edges end blocked, and their other end is a tree node, known free). A segment is checked
+    from its lexicographically smaller end, so that qa -> qb and qb -> qa sample the same
+    configurations (a path re-checked backwards, e.g. along a roadmap edge, gets the same
+    verdict)."""
     if not (inside(qa, lower, upper) and inside(qb, lower, upper)):
         return 0
     for j in range(qa.shape[0]):

@@ -32,9 +32,9 @@ verdicts and certified intervals are computed one configuration at a time with e
 (about 2-4 us a configuration on VAMP's UR5 in its cage, against 16 us in small numpy
 batches), and segments are checked inside one call each: both ends, then the gaps their
 intervals leave, split at their midpoints (coarse to fine, as VAMP orders its samples) until
-covered or blocked; ``free_prefixes`` marches forward one certified half width at a time; ``blends_free`` checks
-the blends of ``motion.curve`` the same way (compiled only). The
-two schemes sample differently (both conservative), so a segment near the margin can be free
+covered or blocked; ``free_prefixes`` marches forward one certified half width at a time;
+``blends_free`` checks the blends of ``motion.curve`` the same way (compiled only). The two
+schemes sample differently (both conservative), so a segment near the margin can be free
 in one and blocked in the other. ``MotionChecker`` is the interface the search uses; the
 benchmarks' PyBullet baseline implements it too.
 """
