@@ -259,19 +259,15 @@ class CollisionChecker(MotionChecker):
         early exit: the joints move at most ``max(|2 (c - a)|, |2 (b - c)|)`` per unit of s. A
         control point outside the limits: not free (the curve lies in their box)."""
         self._spheres()
-        model = self._kernel.compiled_model()
-        out = np.empty(len(a), np.uint8)
-        lo, hi = _c(self.lower), _c(self.upper)
-        self._fast.blends(_c(a), _c(c), _c(b), lo, hi, model, out, self._counter)
-        self._count()
-        return out.view(bool)
+        return self._run(self._fast.blends, (a, c, b), np.empty(len(a), np.uint8)).view(bool)
 
-    def _run(self, entry, qa: np.ndarray, qb: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """``out`` filled by the compiled ``entry`` (``segments`` or ``prefixes``) for segments
-        qa -> qb (K, n) rad; the configurations it checked counted."""
+    def _run(self, entry, curves: tuple, out: np.ndarray) -> np.ndarray:
+        """``out`` filled by the compiled ``entry`` (``segments``, ``prefixes`` or ``blends``)
+        for the curves' points ``curves`` ((K, n) rad each: qa, qb or qa, qc, qb); the
+        configurations it checked counted."""
         model = self._kernel.compiled_model()
         lo, hi = _c(self.lower), _c(self.upper)
-        entry(_c(qa), _c(qb), lo, hi, model, out, self._counter)
+        entry(*(_c(q) for q in curves), lo, hi, model, out, self._counter)
         self._count()
         return out
 
@@ -346,7 +342,7 @@ class CollisionChecker(MotionChecker):
         qb = np.asarray(qb, dtype=float)
         self._spheres()
         if self._fast is not None:
-            out = self._run(self._fast.segments, qa, qb, np.empty((len(qa), 3), np.uint8))
+            out = self._run(self._fast.segments, (qa, qb), np.empty((len(qa), 3), np.uint8))
             out = out.view(bool)
             return out[:, 0], out[:, 1], out[:, 2]
         if len(qa) == 1:
@@ -449,7 +445,7 @@ class CollisionChecker(MotionChecker):
         self._spheres()
         out = np.zeros(len(qa))
         if self._fast is not None:
-            return self._run(self._fast.prefixes, qa, qb, out)
+            return self._run(self._fast.prefixes, (qa, qb), out)
         live = np.flatnonzero(self.within_limits(qb))  # the limits are a box
         if not len(live):
             return out
