@@ -37,6 +37,7 @@ from twin.hardware.errors import (
     ProtocolError,
     TransportError,
 )
+from twin.hardware.protocols import _compiled
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.dynamixel_cycle import GoalWriter
 from twin.hardware.protocols.dynamixel_table import (
@@ -201,6 +202,8 @@ class ArmBus:
         self._gains: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._sent_gains: tuple[np.ndarray, np.ndarray] | None = None  # the arrays last sent
         self._gain_cache: tuple | None = None
+        kernels = _compiled.kernels()
+        self._ticks_kernel = None if kernels is None else kernels.command_ticks
         self._goal_writer = GoalWriter(XTable.GOAL_POSITION, self.ids)
         self._current_writer = GoalWriter(XTable.GOAL_CURRENT, self.ids)
 
@@ -331,8 +334,13 @@ class ArmBus:
             no_p = no_p if no_p.any() else None
             kp_list = kp_div.tolist()
             self._gain_cache = (key, (p, d, kp_div, kp_list, no_p))
-        if no_p is None and not hold:  # the cycle's command: on Python floats
-            return self._command_targets(rows, p, d, kp_list)
+        if no_p is None and not hold:  # the cycle's command: compiled, or on Python floats
+            kernel = self._ticks_kernel  # (rows: a C-ordered copy, as every array passed to it)
+            if kernel is not None:
+                ticks = np.empty(len(self.ids), np.int64)
+                if kernel(rows, kp_div, m.tick_terms, ticks) == 0:
+                    return ServoTargets._fast(ticks, p, d, _NO_CLAMP)
+            return self._command_targets(rows, p, d, kp_list)  # (which raises for a bad goal)
         ff = cmd.tau_ff + cmd.kd * cmd.qd_des
         if no_p is not None:
             bad = np.flatnonzero(no_p & (np.abs(ff) > 1e-12))

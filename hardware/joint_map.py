@@ -69,10 +69,13 @@ class JointMap:
         terms = np.stack((self.zero_ticks, self._signed_tpr, *self._signed_rates))
         terms.flags.writeable = False
         object.__setattr__(self, "_present_terms", terms)
-        # per joint (signed ticks per rad, zero ticks) as floats (ticks_from_floats)
+        # per joint (signed ticks per rad, zero ticks): floats (ticks_from_floats), rows (2, n)
         object.__setattr__(
             self, "_tick_terms", tuple(zip(self._signed_tpr.tolist(), self.zero_ticks.tolist()))
         )
+        ticks = np.stack((self._signed_tpr, self.zero_ticks))
+        ticks.flags.writeable = False
+        object.__setattr__(self, "_tick_rows", ticks)
 
     @property
     def n(self) -> int:
@@ -89,6 +92,12 @@ class JointMap:
         signed rad/s per velocity unit and signed N m per current unit (the compiled cycle
         decode, ``PresentLayout.decode_joints``, applies them with the same operations)."""
         return self._present_terms
+
+    @property
+    def tick_terms(self) -> np.ndarray:
+        """(2, n) read-only: ``ticks_from_q``'s constants, rows signed ticks per rad and zero
+        ticks (the compiled command ticks, ``ArmBus``, apply them with the same operations)."""
+        return self._tick_rows
 
     def from_present(self, position, velocity, current) -> np.ndarray:
         """(3, n) read-only rows q rad, qd rad/s, tau N m of raw Present Position, Velocity and

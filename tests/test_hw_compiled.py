@@ -1,20 +1,19 @@
 """The bus cycle's compiled codec (``twin.hardware.protocols._compiled``, numba) against its
 Python forms: the goal SYNC_WRITE byte for byte, the fast read's answer in joint units value for
 value (``decode_wire`` + ``JointMap.from_present``), the same refusals of any damaged, short or
-long answer; the tick conversion on floats against the array form; and the cycle itself with the
-compiled codec switched off (``TWIN_HARDWARE_COMPILED=0``) giving the same reading."""
+long answer; the tick conversion on floats against the array form; a command's compiled ticks
+against the Python floats'; and the bus's cycle read with and without the compiled decode."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from twin.hardware import load_config
+from twin.hardware.clock import ManualClock
+from twin.hardware.drivers.dynamixel_bus import DynamixelBus
+from twin.hardware.emulator import IdealSource, ServoChainEmulator
 from twin.hardware.errors import InvalidArgumentError
 from twin.hardware.protocols import _compiled
 from twin.hardware.protocols import dynamixel as dxl
@@ -115,48 +114,71 @@ def test_ticks_on_floats_equal_the_array_form(q):
     assert all(type(t) is int for t in got) and got == want.tolist()
 
 
-_CYCLE = """
-from dataclasses import replace
-import numpy as np
-from twin.hardware import SerialRobot
-from twin.hardware.emulator import IdealSource
-from twin.hardware.emulator.stack import EmulatorStack
-from twin.hardware.emulator.testing import emulator_config
-from twin.hardware.clock import ManualClock
-from twin.kinematics import ArmModel
-from twin.robot import JointCommand
+def test_the_bus_reads_the_same_joint_values_with_and_without_the_compiled_codec(tmp_path):
+    """Through the servo chain's pseudo-terminal (a plant at rest on a ``ManualClock``, a servo
+    with a latched hardware error): ``read_joints`` with the compiled decode and with the Python
+    one give the same rows, bit for bit, equal to ``read_present`` then ``JointMap.from_present``,
+    and the same alert flags."""
+    config = load_config()
+    q0 = np.array([0.3, -0.2, 0.1, 0.5, -0.4, 0.25])
+    source = IdealSource(q0)
+    emu = ServoChainEmulator(source, MAP, ManualClock(), link_dir=tmp_path)
+    bus = DynamixelBus(emu.port.path, config.bus.baudrate, reply_timeout_s=1.0, fast_read=True)
+    try:
+        bus.open()
+        emu.inject_hardware_error(4)
+        layout = bus.present_layout(IDS, True)
+        assert layout.compiled
+        compiled = bus.read_joints(IDS, MAP)
+        layout._kernel = None  # the same layout, decoded in Python
+        python = bus.read_joints(IDS, MAP)
+        pv = bus.read_present(IDS)
+    finally:
+        bus.close()
+        emu.close()
+    want = MAP.from_present(pv.position, pv.velocity, pv.current)
+    assert compiled.rows.tobytes() == python.rows.tobytes() == want.tobytes()
+    assert np.all(np.abs(compiled.rows[0] - q0) <= 1.0 / MAP.ticks_per_rad)
+    assert (
+        compiled.alert.tolist()
+        == python.alert.tolist()
+        == [False, False, False, True, False, False]
+    )
+    assert not compiled.rows.flags.writeable
 
-model = ArmModel.default()
-config = emulator_config(hold_gravity_compensation=False, watchdog_s=None, stale_after_s=1.0)
-config = replace(config, bus=replace(config.bus, reply_timeout_s=2.0))
-clock = ManualClock()
-source = IdealSource(model.home_q, effort_limits=model.effort_limits, sinc_length=config.ft.sinc_length)
-with EmulatorStack(config, source, clock=clock) as stack:
-    with stack.clock_running(4000):
-        robot = SerialRobot(stack.robot_config(), model=model, clock=clock)
-    with robot:
-        cmd = JointCommand(q_des=model.home_q + 0.05, kp=np.full(6, 5.0), kd=np.full(6, 0.5))
-        out = []
-        for _ in range(20):
-            robot.write(cmd)
-            robot.step()
-            s = robot.read()
-            out.append(np.concatenate([s.q, s.qd, s.tau]))
-        print(robot.bus.stats.fast_reads, np.array(out).tobytes().hex())
-"""
+
+_NAMES = tuple(j.name for j in load_config().joints)
 
 
-def test_the_lock_step_cycle_reads_the_same_with_and_without_the_compiled_codec():
-    """The same lock-step run (``ManualClock``: the emulator's physics advances only with the
-    robot's cycles) reads bit-identical joint states with the compiled codec and without it."""
-    runs = []
-    for flag in ("1", "0"):
-        env = {**os.environ, _compiled.VARIABLE: flag}
-        out = subprocess.run(
-            [sys.executable, "-c", _CYCLE], env=env, capture_output=True, text=True, timeout=300
-        )
-        assert out.returncode == 0, out.stderr
-        runs.append(out.stdout.split())
-    (fast_a, states_a), (fast_b, states_b) = runs
-    assert int(fast_a) >= 20 and int(fast_b) >= 20  # the fast read's path both times
-    assert states_a == states_b
+@given(
+    st.lists(st.floats(-4.0, 4.0), min_size=6, max_size=6),
+    st.lists(st.floats(-10.0, 10.0), min_size=6, max_size=6),
+    st.lists(st.floats(-20.0, 20.0), min_size=6, max_size=6),
+    st.lists(st.floats(0.05, 80.0), min_size=6, max_size=6),
+    st.lists(st.floats(0.0, 3.0), min_size=6, max_size=6),
+    st.sampled_from([1.0, 1e3, 1e6]),
+)
+def test_the_compiled_command_ticks_equal_the_python_floats(q, qd, tau, kp, kd, scale):
+    """``ArmBus.servo_targets`` of a command: the compiled ticks and the Python floats' are the
+    same ints, and both refuse a goal beyond the servo range (``scale`` pushes some there)."""
+    from twin.hardware.arm_bus import ArmBus
+
+    from twin.robot import JointCommand
+
+    compiled, python = (ArmBus(None, load_config(), np.full(6, 1e9)) for _ in range(2))
+    python._ticks_kernel = None
+    assert compiled._ticks_kernel is not None
+    cmd = JointCommand(
+        q_des=np.array(q) * scale, qd_des=np.array(qd), tau_ff=np.array(tau), kp=np.array(kp),
+        kd=np.array(kd),
+    ).validated(_NAMES, np.full(6, 1e9))  # fmt: skip
+    try:
+        want = python.servo_targets(cmd)
+    except InvalidArgumentError as e:  # beyond the range (or no P gain): the same error
+        with pytest.raises(InvalidArgumentError) as info:
+            compiled.servo_targets(cmd)
+        assert str(info.value) == str(e)
+        return
+    got = compiled.servo_targets(cmd)
+    assert got.goal_ticks.dtype == want.goal_ticks.dtype == np.int64
+    assert got.goal_ticks.tolist() == want.goal_ticks.tolist()

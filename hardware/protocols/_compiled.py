@@ -19,6 +19,12 @@ touches: one compiled call touches a few cache lines of code and a 512-byte CRC 
   0, 1 when the records hold the stuffing pattern (the caller's codec stuffs them), or -1 when a
   value is outside ``[lo, hi]`` (nothing written).
 
+- ``command_ticks(rows, kp_div, terms, out)``: a servo-side command's goal ticks (``ArmBus``'s
+  fold of the feed-forward into the goal, then ``JointMap.ticks_from_q``, the same operations in
+  the same order): ``rows`` (5, n) ``q_des, qd_des, tau_ff, kp, kd``, ``kp_div`` (n,) the servos'
+  kp, ``terms`` (2, n) signed ticks per rad and zero ticks, ``out`` (n,) int64. Returns 0, or -1
+  when a goal is beyond the multi-turn range or not finite (the caller's Python form raises).
+
 ``kernels()`` loads the module once per process (``twin.numba_cache``: compiled once per
 machine, then from the disk cache); ``TWIN_HARDWARE_COMPILED=0`` turns it off, as does numba
 being absent, and the Python forms run (the same bytes and values: ``tests/test_hw_compiled.py``).
@@ -28,11 +34,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 from twin.hardware.protocols.crc import DXL_TABLE8
+from twin.hardware.protocols.dynamixel_table import Units
 
 from twin import numba_cache
 
 VARIABLE = "TWIN_HARDWARE_COMPILED"
+LIMIT = float(Units.EXTENDED_POSITION_LIMIT)  # ticks: the multi-turn range, +-256 revolutions
 T8 = DXL_TABLE8  # the byte-wise CRC-16 table (the compiled module's own copy: a uint16 array)
 
 
@@ -104,11 +113,24 @@ def goal_wire(values, lo, hi, buf):
     return stuffed
 
 
+def command_ticks(rows, kp_div, terms, out):
+    """A command's goal ticks into ``out`` (module doc)."""
+    n = out.size
+    for k in range(n):
+        goal = rows[0, k] + (rows[2, k] + rows[4, k] * rows[1, k]) / kp_div[k]
+        t = np.rint(goal * terms[0, k] + terms[1, k])
+        if not -LIMIT <= t <= LIMIT:
+            return -1
+        out[k] = np.int64(t)
+    return 0
+
+
 _BYTES = "Bytes(uint8, 1, 'C', readonly=True)"
 #: The entry points and their one signature each (compiled when the module loads).
 _ENTRIES = {
     present_joints: f"int64({_BYTES}, float64[::1], float64[:, ::1])",
     goal_wire: "int64(int64[::1], int64, int64, uint8[::1])",
+    command_ticks: "int64(float64[:, ::1], float64[::1], float64[:, ::1], int64[::1])",
 }
 
 
@@ -119,6 +141,7 @@ def source() -> str:
         "from numba import njit",
         "",
         f"T8 = np.array({list(DXL_TABLE8)!r}, dtype=np.uint16)",
+        f"LIMIT = {LIMIT!r}",
         "",
     ]
     functions = [(fn, f'"{sig}", {numba_cache.NJIT}') for fn, sig in _ENTRIES.items()]

@@ -72,6 +72,7 @@ class GoalWriter:
         self._lo, self._hi = int(info.min), int(info.max)
         self._records = np.zeros(len(ids), np.dtype([("id", "u1"), ("value", code)]))
         self._records["id"] = ids
+        self._shape = (len(ids),)
         length = sync_write_length(len(ids), reg.size) - 7
         self._head = HEADER + bytes(
             (BROADCAST_ID, length & 0xFF, length >> 8, Instruction.SYNC_WRITE)
@@ -88,7 +89,13 @@ class GoalWriter:
         ``InvalidArgumentError`` if one does not fit the register (``checked``: the caller
         has range-checked them against a narrower range already)."""
         kernel = self._kernel
-        if kernel is not None and type(values) is np.ndarray and values.dtype == np.int64:
+        if (
+            kernel is not None
+            and type(values) is np.ndarray
+            and values.dtype == np.int64
+            and values.shape == self._shape
+            and values.flags.c_contiguous  # (the compiled entry takes its signature's layout)
+        ):
             done = kernel(values, self._lo, self._hi, self._wire)
             if done == 0:
                 return self._wire.tobytes()
