@@ -287,6 +287,55 @@ def _run(robot, emu: Emulators, *, cycles: int | None = None, seconds: float | N
     )
 
 
+def system_call_floor(link_dir: str, emu: Emulators, seconds: float) -> dict:
+    """What the cycle's system calls alone cost the host at the 4 ms period (1 Mbaud, wire on):
+    the same port, the same bytes and the same calls as ``SerialRobot``'s cycle (write the goal,
+    sleep to the period boundary, ask whether a late reply waits, write the read, wait for the
+    answer and read it), with no other work. No Python host on this I/O design costs less per
+    cycle: the floor under the "host CPU ms/cycle" figure (on a loaded machine each call after a
+    sleep runs in cold caches)."""
+    import select
+
+    import serial
+    from twin.hardware.clock import MonotonicClock
+    from twin.hardware.protocols.dynamixel_cycle import GoalWriter, PresentLayout
+    from twin.hardware.protocols.dynamixel_table import XTable
+
+    cfg = load_config()
+    emu.ask(f"wire {cfg.bus.baudrate}")
+    ids = [j.id for j in cfg.joints]
+    goal = GoalWriter(XTable.GOAL_POSITION, ids).encode(np.full(len(ids), 2048, np.int64))
+    layout = PresentLayout(ids, True)
+    period_us, clock = round(cfg.control_period_s * 1e6), MonotonicClock()
+    with serial.Serial(f"{link_dir}/servo_bus", cfg.bus.baudrate, timeout=0) as port:
+        fd, poller = port.fileno(), select.poll()
+        poller.register(fd, select.POLLIN)
+        cpu, lost, n = [], 0, 0
+        deadline, t0 = clock.now_us() + period_us, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            c0 = time.thread_time_ns()
+            os.write(fd, goal)
+            clock.sleep_until(deadline)
+            deadline += period_us
+            if poller.poll(0):
+                os.read(fd, 65536)
+            os.write(fd, layout.request)
+            got = b""
+            while len(got) < layout.reply_bytes and poller.poll(100):
+                got += os.read(fd, 65536)
+            lost += len(got) != layout.reply_bytes
+            cpu.append(time.thread_time_ns() - c0)
+            n += 1
+            if clock.now_us() > deadline:  # late: the schedule restarts (as the robot's)
+                deadline = clock.now_us() + period_us
+    return dict(
+        cycles=n,
+        cpu_ms=float(np.mean(cpu)) / 1e6,
+        cpu_median_ms=float(np.median(cpu)) / 1e6,
+        lost=lost,
+    )
+
+
 def at_period(link_dir: str, emu: Emulators, seconds: float) -> dict:
     """The configured loop (4 ms, 1 Mbaud, wire on) on a fresh robot: ``diagnostics()``."""
     emu.ask(f"wire {load_config().bus.baudrate}")
@@ -453,6 +502,7 @@ def main() -> None:
         try:
             load0 = os.getloadavg()[0]
             main_row = at_period(d, emu, 3.0 if args.quick else 10.0)
+            floor = system_call_floor(d, emu, 1.5 if args.quick else 5.0)
             modes, read_ms = fast_against_sync(
                 d, emu, 1.0 if args.quick else 3.0, 200 if args.quick else 1000
             )
@@ -481,6 +531,11 @@ def main() -> None:
                 "",
             ],
             ["host CPU ms/cycle (control + bus reader)", m["host_ms"], f"<= {TARGET_HOST_CPU_MS}"],
+            [
+                "  floor: the cycle's system calls alone, ms/cycle (mean / median)",
+                f"{floor['cpu_ms']:.3f} / {floor['cpu_median_ms']:.3f}",
+                "",
+            ],
             [
                 "  control thread / bus reader thread",
                 f"{m['control_ms']:.3f} / {m['reader_ms']:.3f}",
@@ -601,6 +656,8 @@ def main() -> None:
             "overrun_fraction_at_4ms": m["overrun_fraction"],
             "host_cpu_ms_per_cycle": m["host_ms"],
             "control_thread_cpu_ms_per_cycle": m["control_ms"],
+            "system_call_floor_cpu_ms_per_cycle": floor["cpu_ms"],
+            "system_call_floor_lost_replies": floor["lost"],
             "reader_thread_cpu_ms_per_cycle": m["reader_ms"],
             **{f"control_cpu_us_median[{k}]": v for k, v in m["stage_us"].items()},
             "emulator_cpu_ms_per_cycle": m["emu_ms"],

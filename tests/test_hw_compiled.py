@@ -182,3 +182,29 @@ def test_the_compiled_command_ticks_equal_the_python_floats(q, qd, tau, kp, kd, 
     got = compiled.servo_targets(cmd)
     assert got.goal_ticks.dtype == want.goal_ticks.dtype == np.int64
     assert got.goal_ticks.tolist() == want.goal_ticks.tolist()
+
+
+@given(
+    st.lists(st.binary(min_size=0, max_size=12), min_size=1, max_size=8),
+    st.lists(st.sampled_from([0, 0x80, 0x84, 0x01]), min_size=8, max_size=8),
+)
+def test_the_compiled_fast_status_is_the_python_one_byte_for_byte(data, errors):
+    """A device's aggregate status (``fast_status_wire``) with the compiled block CRCs is the
+    Python form's, byte for byte, and what ``encode_fast_status`` gives."""
+    from twin.hardware.protocols import dynamixel_packet
+
+    blocks = [(e, pid, d) for pid, (e, d) in enumerate(zip(errors, data), start=1)]
+    length = dxl.fast_status_length([len(d) for d in data])
+    compiled = dynamixel_packet.fast_status_wire(length, blocks)
+    saved = dict(dynamixel_packet._KERNELS)
+    dynamixel_packet._KERNELS[0] = None  # the Python form
+    try:
+        python = dynamixel_packet.fast_status_wire(length, blocks)
+    finally:
+        dynamixel_packet._KERNELS.clear()
+        dynamixel_packet._KERNELS.update(saved)
+    assert (
+        compiled
+        == python
+        == dxl.encode_fast_status([dxl.StatusPacket(pid, e, d) for e, pid, d in blocks])
+    )

@@ -25,6 +25,10 @@ touches: one compiled call touches a few cache lines of code and a 512-byte CRC 
   kp, ``terms`` (2, n) signed ticks per rad and zero ticks, ``out`` (n,) int64. Returns 0, or -1
   when a goal is beyond the multi-turn range or not finite (the caller's Python form raises).
 
+- ``block_crcs(buf, ends)``: a fast read's aggregate status (``fast_status_wire``, a device's
+  answer): block ``k``'s CRC-16, over the packet from its first byte up to ``ends[k]``, written
+  at ``ends[k]`` (two bytes, little-endian) for every block in turn.
+
 ``kernels()`` loads the module once per process (``twin.numba_cache``: compiled once per
 machine, then from the disk cache); ``TWIN_HARDWARE_COMPILED=0`` turns it off, as does numba
 being absent, and the Python forms run (the same bytes and values: ``tests/test_hw_compiled.py``).
@@ -125,12 +129,27 @@ def command_ticks(rows, kp_div, terms, out):
     return 0
 
 
+def block_crcs(buf, ends):
+    """Every block's CRC into ``buf`` (module doc)."""
+    crc = 0
+    start = 0
+    for k in range(ends.size):
+        end = ends[k]
+        for i in range(start, end):
+            crc = ((crc << 8) & 0xFFFF) ^ T8[((crc >> 8) ^ buf[i]) & 0xFF]
+        buf[end] = crc & 0xFF
+        buf[end + 1] = crc >> 8
+        start = end  # the next block's CRC runs on over this one's bytes
+    return 0
+
+
 _BYTES = "Bytes(uint8, 1, 'C', readonly=True)"
 #: The entry points and their one signature each (compiled when the module loads).
 _ENTRIES = {
     present_joints: f"int64({_BYTES}, float64[::1], float64[:, ::1])",
     goal_wire: "int64(int64[::1], int64, int64, uint8[::1])",
     command_ticks: "int64(float64[:, ::1], float64[::1], float64[:, ::1], int64[::1])",
+    block_crcs: "int64(uint8[::1], int64[::1])",
 }
 
 
