@@ -195,12 +195,20 @@ def encode_fast_status(blocks: Sequence[StatusPacket], len_field: int | None = N
 _KERNELS: dict[int, object] = {}  # the compiled codec (or None), looked up once
 
 
+def load_compiled() -> None:
+    """Load the compiled codec ``fast_status_wire`` uses now (a device emulator does it when it
+    starts, so that its first answer does not wait for the load)."""
+    _KERNELS.setdefault(0, _compiled.kernels())
+
+
 def fast_status_wire(len_field: int, blocks: Sequence[tuple[int, int, bytes]]) -> bytes:
     """``encode_fast_status`` of checked ``(err, id, data)`` blocks and LEN ``len_field``
     (a device's hot path: nothing is checked here; the block CRCs in one compiled call where
     numba is, ``_compiled.block_crcs``)."""
     out = bytearray(_fast_head(len_field))
-    kernels = _KERNELS[0] if _KERNELS else _KERNELS.setdefault(0, _compiled.kernels())
+    if not _KERNELS:
+        load_compiled()
+    kernels = _KERNELS[0]
     if kernels is not None:
         ends = []
         for err, pid, data in blocks:
