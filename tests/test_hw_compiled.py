@@ -1,8 +1,9 @@
 """The bus cycle's compiled codec (``twin.hardware.protocols._compiled``, numba) against its
 Python forms: the goal SYNC_WRITE byte for byte, the fast read's answer in joint units value for
-value (``decode_wire`` + ``JointMap.from_present``), the same refusals of any damaged, short or
-long answer; the tick conversion on floats against the array form; a command's compiled ticks
-against the Python floats'; and the bus's cycle read with and without the compiled decode."""
+value (``decode_wire`` + ``JointMap.from_present``: also ``tests/test_hw_cycle.py``), the same
+refusal of a damaged byte anywhere; the tick conversion on floats against the array form; a
+command's compiled ticks against the Python floats'; the emulator's aggregate status; and the
+bus's cycle read with and without the compiled decode."""
 
 from __future__ import annotations
 
@@ -51,41 +52,6 @@ def test_the_compiled_goal_write_is_the_python_one_byte_for_byte(values, stuffed
 def test_the_compiled_goal_write_refuses_a_value_that_does_not_fit():
     with pytest.raises(InvalidArgumentError, match=r"goal_current .* do not fit"):
         GoalWriter(XTable.GOAL_CURRENT, IDS).encode(np.array([0, 0, 40000, 0, 0, 0], np.int64))
-
-
-@given(
-    st.lists(st.binary(min_size=10, max_size=10), min_size=6, max_size=6),
-    st.lists(st.sampled_from([0, 0x80, 0x84, 0x01]), min_size=6, max_size=6),
-    st.integers(0, 91),
-    st.integers(1, 255),
-)
-def test_the_compiled_present_decode_equals_the_python_decode_and_conversion(
-    data, errors, position, flip
-):
-    """``decode_joints`` gives, bit for bit, ``decode_wire`` then ``JointMap.from_present``, the
-    same ERR bytes, and ``None`` wherever ``decode_wire`` gives ``None`` (any byte changed, one
-    short, one too many)."""
-    layout = PresentLayout(IDS, fast=True)
-    assert layout.compiled
-    blocks = [dxl.StatusPacket(pid, e, d) for pid, e, d in zip(IDS, errors, data)]
-    raw = dxl.encode_fast_status(blocks)
-    got = layout.decode_joints(raw, MAP.present_terms)
-    want = layout.decode_wire(raw)
-    if want is None:  # a value with the stuffing pattern in it: the stream parser's case
-        assert got is None
-        return
-    records, err = want
-    rows = MAP.from_present(records["position"], records["velocity"], records["current"])
-    assert got[1] == err == bytes(errors)
-    assert got[0].dtype == rows.dtype and got[0].shape == (3, 6) and not got[0].flags.writeable
-    assert got[0].tobytes() == rows.tobytes()  # bit for bit (nan-safe)
-    damaged = bytearray(raw)
-    damaged[position] ^= flip
-    assert (layout.decode_joints(bytes(damaged), MAP.present_terms) is None) == (
-        layout.decode_wire(bytes(damaged)) is None
-    )
-    assert layout.decode_joints(raw[:-1], MAP.present_terms) is None
-    assert layout.decode_joints(raw + b"\0", MAP.present_terms) is None
 
 
 def test_a_damaged_answer_is_refused_at_every_byte():
