@@ -23,7 +23,10 @@ from twin.hardware.protocols.dynamixel_table import XTable
 
 IDS = [1, 2, 3, 4, 5, 6]
 MAP = load_config().joint_map()
-pytestmark = pytest.mark.skipif(_compiled.kernels() is None, reason="numba is not installed")
+pytestmark = pytest.mark.skipif(
+    _compiled.kernels() is None,
+    reason="the compiled codec is off (numba absent or TWIN_HARDWARE_COMPILED=0)",
+)
 
 
 def _python_writer(reg) -> GoalWriter:
