@@ -19,15 +19,24 @@ bus's baud rate (switched off for the "wire off" rows). Tables:
   emulator's per-cycle work (fixed, a few hundred microseconds) dominates; with it off the rate
   is flat (a pty has no wire time): that flatness is what an emulator without wire timing hides.
 
+Measurement set-up: on a real arm the servos are other hardware, whose CPU is not the host's.
+With two or more cores the emulator process runs on CPU 1 and this process (the control loop
+and the bus's reader thread) on CPU 0 (``pin_process``; ``--unpinned`` leaves both to the
+scheduler), and the table "pinned against unpinned" measures what that changes, in alternating
+blocks on the same robots. Host CPU per cycle is the control thread's own CPU clock
+(``time.thread_time`` deltas) plus the bus reader thread's (its POSIX thread CPU clock), never the
+process's; the emulator's is its servo port thread's, asked from its process.
+
 Targets: every parser >= 20x its line rate; >= 245 Hz with < 1 % overruns at the 4 ms period;
 host CPU <= 0.3 ms per cycle and the emulator's <= the host's; free-running >= 90 % of the wire
 bound at 1 Mbaud and >= 1 kHz at 4 Mbaud.
 
-    python -m twin.benchmarks.bench_serial [--quick] [--seed N]
+    python -m twin.benchmarks.bench_serial [--quick] [--seed N] [--unpinned]
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -39,10 +48,10 @@ import warnings
 from dataclasses import replace
 
 import numpy as np
-from twin.benchmarks._report import emit_json, parse_args, print_table, rate
+from twin.benchmarks._report import emit_json, print_table, rate
 from twin.hardware import SerialRobot, load_config
 from twin.hardware.config import wire_bound
-from twin.hardware.emulator.testing import emulator_config
+from twin.hardware.emulator.testing import emulator_config, pin_process
 from twin.hardware.errors import TransportError
 from twin.hardware.protocols import bota, witmotion
 from twin.hardware.protocols import dynamixel as dxl
@@ -57,6 +66,12 @@ TARGET_WIRE_FRACTION = 0.9
 TARGET_4M_HZ = 1000.0
 BAUDS = (57_600, 115_200, 1_000_000, 2_000_000, 3_000_000, 4_000_000)
 FREE_PERIOD_S = 1e-6  # "free-running": a period so short that no cycle ever sleeps
+HOST_CPUS, EMULATOR_CPUS = {0}, {1}  # the pinned layout (two or more cores)
+PIN_BLOCK_CYCLES = 100  # "pinned against unpinned": cycles per block, the modes alternating
+
+
+def _pinning_possible() -> bool:
+    return (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity")
 
 
 def _line_rate(baud: int, packet_bytes: int) -> float:
@@ -153,17 +168,21 @@ def parser_rows(n: int, min_time_s: float, rng: np.random.Generator) -> list[dic
     return rows
 
 
-def serve_emulators(link_dir: str) -> None:
+def serve_emulators(link_dir: str, pinned: bool = False) -> None:
     """The emulators as ``twin emulate --source ideal`` runs them (the servo chain's wire at the
-    configured baud rate), in this process until stdin closes. Each line on stdin is a request,
-    answered with one line of JSON: ``wire <baud>`` (0: off) sets the modelled baud rate;
-    ``cpu`` gives the CPU seconds of the servo chain's port thread and of the whole process."""
+    configured baud rate), in this process until stdin closes; ``pinned``: on
+    ``EMULATOR_CPUS``. Each line on stdin is a request, answered with one line of JSON:
+    ``wire <baud>`` (0: off) sets the modelled baud rate; ``pin 1`` / ``pin 0`` moves every
+    thread onto ``EMULATOR_CPUS`` / every CPU; ``cpu`` (or any other line) gives the CPU seconds
+    of the servo chain's port thread and of the whole process."""
     from twin.hardware.emulator import IdealSource
     from twin.hardware.emulator.stack import EmulatorStack
     from twin.hardware.transport import thread_cpu_s
 
     from twin.kinematics import ArmModel
 
+    if pinned:
+        pin_process(EMULATOR_CPUS)  # before the emulators' threads start: they inherit it
     config, model = load_config(), ArmModel.default()
     source = IdealSource(
         model.home_q, effort_limits=model.effort_limits, sinc_length=config.ft.sinc_length
@@ -175,6 +194,8 @@ def serve_emulators(link_dir: str) -> None:
             words = line.split()
             if words[:1] == ["wire"]:
                 stack.servos.wire_baud = int(words[1]) or None
+            elif words[:1] == ["pin"]:
+                pin_process(EMULATOR_CPUS if words[1] == "1" else None)
             out = {
                 "servo_s": thread_cpu_s(stack.servos.port.thread),
                 "process_s": time.process_time(),
@@ -185,8 +206,11 @@ def serve_emulators(link_dir: str) -> None:
 class Emulators:
     """The emulator process (``serve_emulators``) and its requests."""
 
-    def __init__(self, link_dir: str) -> None:
-        code = f"from twin.benchmarks.bench_serial import serve_emulators; serve_emulators({link_dir!r})"
+    def __init__(self, link_dir: str, pinned: bool) -> None:
+        code = (
+            "from twin.benchmarks.bench_serial import serve_emulators; "
+            f"serve_emulators({link_dir!r}, {pinned!r})"
+        )
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
@@ -199,6 +223,12 @@ class Emulators:
         self.proc.stdin.write(request + "\n")
         self.proc.stdin.flush()
         return json.loads(self.proc.stdout.readline())
+
+    def pin(self, pinned: bool) -> None:
+        """Emulators on ``EMULATOR_CPUS`` and this process on ``HOST_CPUS``, or both on every
+        CPU."""
+        self.ask(f"pin {int(pinned)}")
+        pin_process(HOST_CPUS if pinned else None)
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -254,6 +284,55 @@ def _run(robot, emu: Emulators, *, cycles: int | None = None, seconds: float | N
         emu_ms=(e1["servo_s"] - e0["servo_s"]) / n * 1e3,
         emu_process_ms=(e1["process_s"] - e0["process_s"]) / n * 1e3,
         stage_us=dict(zip(("write", "step", "read"), np.median(stages, axis=0) / 1e3)),
+    )
+
+
+def system_call_floor(link_dir: str, emu: Emulators, seconds: float) -> dict:
+    """What the cycle's system calls alone cost the host at the 4 ms period (1 Mbaud, wire on):
+    the same port, the same bytes and the same calls as ``SerialRobot``'s cycle (write the goal,
+    sleep to the period boundary, ask whether a late reply waits, write the read, wait for the
+    answer and read it), with no other work. No Python host on this I/O design costs less per
+    cycle: the floor under the "host CPU ms/cycle" figure (on a loaded machine each call after a
+    sleep runs in cold caches)."""
+    import select
+
+    import serial
+    from twin.hardware.clock import MonotonicClock
+    from twin.hardware.protocols.dynamixel_cycle import GoalWriter, PresentLayout
+    from twin.hardware.protocols.dynamixel_table import XTable
+
+    cfg = load_config()
+    emu.ask(f"wire {cfg.bus.baudrate}")
+    ids = [j.id for j in cfg.joints]
+    goal = GoalWriter(XTable.GOAL_POSITION, ids).encode(np.full(len(ids), 2048, np.int64))
+    layout = PresentLayout(ids, True)
+    period_us, clock = round(cfg.control_period_s * 1e6), MonotonicClock()
+    with serial.Serial(f"{link_dir}/servo_bus", cfg.bus.baudrate, timeout=0) as port:
+        fd, poller = port.fileno(), select.poll()
+        poller.register(fd, select.POLLIN)
+        cpu, lost, n = [], 0, 0
+        deadline, t0 = clock.now_us() + period_us, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            c0 = time.thread_time_ns()
+            os.write(fd, goal)
+            clock.sleep_until(deadline)
+            deadline += period_us
+            if poller.poll(0):
+                os.read(fd, 65536)
+            os.write(fd, layout.request)
+            got = b""
+            while len(got) < layout.reply_bytes and poller.poll(100):
+                got += os.read(fd, 65536)
+            lost += len(got) != layout.reply_bytes
+            cpu.append(time.thread_time_ns() - c0)
+            n += 1
+            if clock.now_us() > deadline:  # late: the schedule restarts (as the robot's)
+                deadline = clock.now_us() + period_us
+    return dict(
+        cycles=n,
+        cpu_ms=float(np.mean(cpu)) / 1e6,
+        cpu_median_ms=float(np.median(cpu)) / 1e6,
+        lost=lost,
     )
 
 
@@ -341,8 +420,55 @@ def baud_sweep(link_dir: str, emu: Emulators, seconds: float) -> list[dict]:
     return rows
 
 
+def pinned_against_unpinned(link_dir: str, emu: Emulators, seconds: float) -> dict:
+    """The 4 ms loop (1 Mbaud) and free-running at 1 and 4 Mbaud (wire on), each on one robot
+    in blocks of ``PIN_BLOCK_CYCLES`` cycles, pinned and unpinned in turn, for ``seconds``
+    each: cycles per second, host and emulator CPU per cycle, overruns."""
+    base = load_config()
+    cases = {
+        "4 ms loop, 1 Mbaud": (base.control_period_s, base.bus.baudrate),
+        "free-running, 1 Mbaud": (FREE_PERIOD_S, 1_000_000),
+        "free-running, 4 Mbaud": (FREE_PERIOD_S, 4_000_000),
+    }
+    out = {}
+    for name, (period, baud) in cases.items():
+        emu.ask(f"wire {baud}")
+        runs = {True: [], False: []}
+        with _robot(link_dir, period, baud) as robot:
+            _run(robot, emu, cycles=20)
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 2 * seconds:
+                for pinned in (True, False):
+                    emu.pin(pinned)
+                    _run(robot, emu, cycles=5)  # the first cycles after the move
+                    runs[pinned].append(_run(robot, emu, cycles=PIN_BLOCK_CYCLES))
+        for pinned, part in runs.items():
+            n = sum(r["cycles"] for r in part)
+            out[name, pinned] = dict(
+                hz=n / sum(r["cycles"] / r["hz"] for r in part),
+                host_ms=sum(r["host_ms"] * r["cycles"] for r in part) / n,
+                emu_ms=sum(r["emu_ms"] * r["cycles"] for r in part) / n,
+                overruns=sum(r["overruns"] for r in part),
+                cycles=n,
+            )
+    emu.ask(f"wire {base.bus.baudrate}")
+    return out
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a run of a few seconds")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--unpinned",
+        action="store_true",
+        help="leave the host and the emulators to the scheduler (default: pinned to different cores)",
+    )
+    return parser.parse_args()
+
+
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0])
+    args = _args()
     warnings.simplefilter("ignore")  # rate warnings are expected here: the tables report rates
     rng = np.random.default_rng(args.seed)
     n = 2000 if args.quick else 10000
@@ -364,22 +490,36 @@ def main() -> None:
     )
     cfg = load_config()
     bound = wire_bound(cfg)
+    pinned = _pinning_possible() and not args.unpinned
+    layout = (
+        f"host on CPU {min(HOST_CPUS)}, emulators on CPU {min(EMULATOR_CPUS)}"
+        if pinned
+        else "host and emulators unpinned"
+    )
     with tempfile.TemporaryDirectory(prefix="twin-bench-") as d:
-        emu = Emulators(d)
+        emu = Emulators(d, pinned)
+        pin_process(HOST_CPUS if pinned else None)
         try:
             load0 = os.getloadavg()[0]
             main_row = at_period(d, emu, 3.0 if args.quick else 10.0)
+            floor = system_call_floor(d, emu, 1.5 if args.quick else 5.0)
             modes, read_ms = fast_against_sync(
                 d, emu, 1.0 if args.quick else 3.0, 200 if args.quick else 1000
             )
             sweep = baud_sweep(d, emu, 0.6 if args.quick else 2.0)
+            pin_ab = (
+                pinned_against_unpinned(d, emu, 1.0 if args.quick else 3.0)
+                if _pinning_possible()
+                else {}
+            )
             load1 = os.getloadavg()[0]
         finally:
             emu.close()
+            pin_process(None)
     m = main_row
     print_table(
         f"SerialRobot at its configured period ({cfg.control_period_s * 1e3:g} ms, {cfg.bus.baudrate} baud, "
-        f"wire timing on; 6 servos, F/T and IMU streaming; load average {load0:.1f})",
+        f"wire timing on; 6 servos, F/T and IMU streaming; {layout}; load average {load0:.1f})",
         ["figure", "value", "target"],
         [
             ["achieved rate, Hz (diagnostics())", m["achieved_hz"], f">= {TARGET_HZ:g}"],
@@ -391,6 +531,11 @@ def main() -> None:
                 "",
             ],
             ["host CPU ms/cycle (control + bus reader)", m["host_ms"], f"<= {TARGET_HOST_CPU_MS}"],
+            [
+                "  floor: the cycle's system calls alone, ms/cycle (mean / median)",
+                f"{floor['cpu_ms']:.3f} / {floor['cpu_median_ms']:.3f}",
+                "",
+            ],
             [
                 "  control thread / bus reader thread",
                 f"{m['control_ms']:.3f} / {m['reader_ms']:.3f}",
@@ -408,7 +553,7 @@ def main() -> None:
     med = {k: float(np.median(v)) for k, v in read_ms.items()}
     wire = {True: bound.fast_reply_bytes, False: bound.sync_reply_bytes}
     print_table(
-        f"FAST_SYNC_READ against SYNC_READ ({cfg.bus.baudrate} baud, wire on; modes in turn)",
+        f"FAST_SYNC_READ against SYNC_READ ({cfg.bus.baudrate} baud, wire on; modes in turn; {layout})",
         [
             "read",
             "reply bytes",
@@ -437,7 +582,7 @@ def main() -> None:
     )
     print_table(
         "Free-running rate against the baud rate (FAST_SYNC_READ; wire bound: "
-        f"{bound.write_bytes + bound.read_bytes + bound.fast_reply_bytes} bytes a cycle at 10 bits a byte)",
+        f"{bound.write_bytes + bound.read_bytes + bound.fast_reply_bytes} bytes a cycle at 10 bits a byte; {layout})",
         [
             "baud",
             "wire timing",
@@ -462,6 +607,32 @@ def main() -> None:
             for r in sweep
         ],
     )
+    if pin_ab:
+        print_table(
+            f"Pinned ({layout if pinned else 'host on CPU 0, emulators on CPU 1'}) against "
+            f"unpinned, wire on, in alternating blocks of {PIN_BLOCK_CYCLES} cycles",
+            [
+                "loop",
+                "pinned",
+                "cycles",
+                "Hz",
+                "overruns",
+                "host CPU ms/cycle",
+                "emulator CPU ms/cycle",
+            ],
+            [
+                [
+                    name,
+                    "yes" if p else "no",
+                    r["cycles"],
+                    r["hz"],
+                    r["overruns"],
+                    r["host_ms"],
+                    r["emu_ms"],
+                ]
+                for (name, p), r in pin_ab.items()
+            ],
+        )
     on = {r["baud"]: r for r in sweep if r["wire"]}
     off = {r["baud"]: r for r in sweep if not r["wire"]}
     frac_1m = on[1_000_000]["hz"] / on[1_000_000]["bound_hz"]
@@ -485,6 +656,8 @@ def main() -> None:
             "overrun_fraction_at_4ms": m["overrun_fraction"],
             "host_cpu_ms_per_cycle": m["host_ms"],
             "control_thread_cpu_ms_per_cycle": m["control_ms"],
+            "system_call_floor_cpu_ms_per_cycle": floor["cpu_ms"],
+            "system_call_floor_lost_replies": floor["lost"],
             "reader_thread_cpu_ms_per_cycle": m["reader_ms"],
             **{f"control_cpu_us_median[{k}]": v for k, v in m["stage_us"].items()},
             "emulator_cpu_ms_per_cycle": m["emu_ms"],
@@ -500,6 +673,11 @@ def main() -> None:
             **{f"wire_bound_hz[{b}]": r["bound_hz"] for b, r in on.items()},
             "fraction_of_wire_bound_1M": frac_1m,
             "free_hz_4M_wire_on": on[4_000_000]["hz"],
+            "pinned": pinned,
+            **{
+                f"pin_ab[{name}][{'pinned' if p else 'unpinned'}]": r
+                for (name, p), r in pin_ab.items()
+            },
             "load_average_1min": [load0, load1],
             "targets": targets,
             "targets_met": all(targets.values()),

@@ -37,6 +37,7 @@ from twin.hardware.errors import (
     ProtocolError,
     TransportError,
 )
+from twin.hardware.protocols import _compiled
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.dynamixel_cycle import GoalWriter
 from twin.hardware.protocols.dynamixel_table import (
@@ -201,13 +202,8 @@ class ArmBus:
         self._gains: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._sent_gains: tuple[np.ndarray, np.ndarray] | None = None  # the arrays last sent
         self._gain_cache: tuple | None = None
-        # per joint: ticks per joint radian (signed) and the zero, as floats (_command_targets)
-        self._tick_terms = tuple(
-            zip(
-                (self.map.direction * self.map.ticks_per_rad).tolist(),
-                self.map.zero_ticks.tolist(),
-            )
-        )
+        kernels = _compiled.kernels()
+        self._ticks_kernel = None if kernels is None else kernels.command_ticks
         self._goal_writer = GoalWriter(XTable.GOAL_POSITION, self.ids)
         self._current_writer = GoalWriter(XTable.GOAL_CURRENT, self.ids)
 
@@ -269,25 +265,24 @@ class ArmBus:
         return reading, errors
 
     # ------------------------------------------------------------------ cycle
-    def read_state(
-        self, goal: bytes = b"", meanwhile: Callable[[], None] | None = None
-    ) -> JointReading:
-        """One sync read in joint units (read-only arrays, shared with every ``RobotState``). A
-        lost or garbled reply falls back to one SYNC_READ and one READ per servo still missing,
-        ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the servo that still did not answer.
-        ``goal``: a goal SYNC_WRITE's bytes (``servo_goal``, ``current_goal``) that go out in the
-        same write as the read's instruction, just ahead of it (a free-running or late cycle).
-        ``meanwhile``: work run while the request is on the wire (``DynamixelBus.read_present``)."""
+    def read_state(self, goal: bytes = b"") -> JointReading:
+        """One sync read in joint units (read-only arrays, shared with every ``RobotState``;
+        ``DynamixelBus.read_joints``: decoded, checked and converted in one compiled call where
+        numba is). A lost or garbled reply falls back to one SYNC_READ and one READ per servo
+        still missing, ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the
+        servo that still did not answer. ``goal``: a goal SYNC_WRITE's bytes (``servo_goal``,
+        ``current_goal``) that go out in the same write as the read's instruction, just ahead
+        of it (a free-running or late cycle)."""
         try:
-            pv = self.bus.read_present(self.ids, goal, meanwhile)
-            raw = (pv.position, pv.velocity, pv.current, pv.alert)
+            rows, alert = self.bus.read_joints(self.ids, self.map, goal)
         except DisconnectedError:
             raise
         except TransportError:
             raw = self._read_fallback()
-        q, qd, tau = self.map.from_present(*raw[:3])  # read-only rows of one array
-        alert = np.asarray(raw[3], bool)
-        alert.flags.writeable = False
+            rows = self.map.from_present(*raw[:3])  # read-only rows of one array
+            alert = np.asarray(raw[3], bool)
+            alert.flags.writeable = False
+        q, qd, tau = rows
         return JointReading._fast(q, qd, tau, alert)
 
     def _read_fallback(self) -> tuple[np.ndarray, ...]:
@@ -339,8 +334,13 @@ class ArmBus:
             no_p = no_p if no_p.any() else None
             kp_list = kp_div.tolist()
             self._gain_cache = (key, (p, d, kp_div, kp_list, no_p))
-        if no_p is None and not hold:  # the cycle's command: on Python floats
-            return self._command_targets(rows, p, d, kp_list)
+        if no_p is None and not hold:  # the cycle's command: compiled, or on Python floats
+            kernel = self._ticks_kernel  # (rows: a C-ordered copy, as every array passed to it)
+            if kernel is not None:
+                ticks = np.empty(len(self.ids), np.int64)
+                if kernel(rows, kp_div, m.tick_terms, ticks) == 0:
+                    return ServoTargets._fast(ticks, p, d, _NO_CLAMP)
+            return self._command_targets(rows, p, d, kp_list)  # (which raises for a bad goal)
         ff = cmd.tau_ff + cmd.kd * cmd.qd_des
         if no_p is not None:
             bad = np.flatnonzero(no_p & (np.abs(ff) > 1e-12))
@@ -364,20 +364,12 @@ class ArmBus:
     ) -> ServoTargets:
         """``servo_targets`` of a command's ``rows`` (5, n) whose joints all have a P gain: the
         general path's operations in the same order on Python floats (six joints, where numpy's
-        per-call cost would dominate; IEEE doubles either way, so the same ticks: ``round`` is
-        half to even as ``np.rint``), and a ``ServoTargets._fast``. A goal beyond the servo's
-        range (or not finite) goes through ``JointMap.ticks_from_q``, which refuses it."""
+        per-call cost would dominate; IEEE doubles either way, so the same ticks), the ticks by
+        ``JointMap.ticks_from_floats`` (which refuses a goal beyond the servo's range), and a
+        ``ServoTargets._fast``."""
         q, qd, tau, _, kd = rows.tolist()
-        lim, ticks = Units.EXTENDED_POSITION_LIMIT, []
-        try:
-            for a, b, c, e, div, (scale, zero) in zip(q, qd, tau, kd, kp_div, self._tick_terms):
-                t = round((a + (c + e * b) / div) * scale + zero)
-                if not -lim <= t <= lim:
-                    raise OverflowError
-                ticks.append(t)
-        except (OverflowError, ValueError):  # beyond the range, or not finite: the clear error
-            self.map.ticks_from_q(rows[0] + (rows[2] + rows[4] * rows[1]) / np.array(kp_div))
-            raise
+        goal = [a + (c + e * b) / div for a, b, c, e, div in zip(q, qd, tau, kd, kp_div)]
+        ticks = self.map.ticks_from_floats(goal)
         return ServoTargets._fast(np.array(ticks, np.int64), p, d, _NO_CLAMP)
 
     def send_servo(self, targets: ServoTargets) -> None:

@@ -18,6 +18,7 @@ README.md``): the servo's position loop is modelled as ``current = (P / 128) e -
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,16 @@ class JointMap:
         )
         object.__setattr__(self, "_signed_tau", self.direction * self.torque_unit)
         object.__setattr__(self, "_signed_rates", np.stack((self._signed_vel, self._signed_tau)))
+        terms = np.stack((self.zero_ticks, self._signed_tpr, *self._signed_rates))
+        terms.flags.writeable = False
+        object.__setattr__(self, "_present_terms", terms)
+        # per joint (signed ticks per rad, zero ticks): floats (ticks_from_floats), rows (2, n)
+        object.__setattr__(
+            self, "_tick_terms", tuple(zip(self._signed_tpr.tolist(), self.zero_ticks.tolist()))
+        )
+        ticks = np.stack((self._signed_tpr, self.zero_ticks))
+        ticks.flags.writeable = False
+        object.__setattr__(self, "_tick_rows", ticks)
 
     @property
     def n(self) -> int:
@@ -74,6 +85,19 @@ class JointMap:
     def q_from_ticks(self, ticks) -> np.ndarray:
         """(n,) rad from servo ticks."""
         return (np.asarray(ticks, float) - self.zero_ticks) / self._signed_tpr
+
+    @property
+    def present_terms(self) -> np.ndarray:
+        """(4, n) read-only: ``from_present``'s constants, rows zero ticks, signed ticks per rad,
+        signed rad/s per velocity unit and signed N m per current unit (the compiled cycle
+        decode, ``PresentLayout.decode_joints``, applies them with the same operations)."""
+        return self._present_terms
+
+    @property
+    def tick_terms(self) -> np.ndarray:
+        """(2, n) read-only: ``ticks_from_q``'s constants, rows signed ticks per rad and zero
+        ticks (the compiled command ticks, ``ArmBus``, apply them with the same operations)."""
+        return self._tick_rows
 
     def from_present(self, position, velocity, current) -> np.ndarray:
         """(3, n) read-only rows q rad, qd rad/s, tau N m of raw Present Position, Velocity and
@@ -98,6 +122,21 @@ class JointMap:
                 f"goal positions {ticks} ticks exceed the servo range +-{lim}"
             )
         return ticks.astype(np.int64)
+
+    def ticks_from_floats(self, q: Sequence[float]) -> list[int]:
+        """``ticks_from_q`` on Python floats, for a handful of joints where numpy's per-call cost
+        would dominate: ``q`` n floats rad, n int ticks. The same operations on IEEE doubles, so
+        the same ticks (``round`` is half to even, as ``np.rint``); a goal beyond the range or not
+        finite goes through ``ticks_from_q``, which refuses it with its error."""
+        lim = Units.EXTENDED_POSITION_LIMIT
+        try:
+            ticks = [round(a * s + z) for a, (s, z) in zip(q, self._tick_terms)]
+        except (OverflowError, ValueError):  # inf or nan
+            ticks = None
+        if ticks is None or min(ticks) < -lim or max(ticks) > lim:
+            self.ticks_from_q(np.array(q, float))
+            raise InvalidArgumentError(f"goal positions {list(q)} rad are not finite")
+        return ticks
 
     def ticks_clamped(self, q) -> tuple[np.ndarray, np.ndarray]:
         """Servo ticks (n,) int64 for ``q`` (n,) rad clamped to the multi-turn range (a hold's

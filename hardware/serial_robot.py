@@ -164,13 +164,6 @@ class SerialRobot(Robot):
         self._rate = RateMonitor(
             self.control_period_s, self.config.rate_warning_fraction, RATE_WINDOW_S, RATE_PAUSE_S
         )
-        self._pause_us = round(RATE_PAUSE_S * 1e6)
-        #: The rate monitor's calls not made yet (``_settle_books``): the start of this cycle and
-        #: the end of the previous one, in clock us, or None.
-        self._start_pending: int | None = None
-        self._end_pending: int | None = None
-        self._last_end_us: int | None = None
-        self._slow: tuple[float, float] | None = None  # a slow window found, not warned yet
         self._in_cycle = getattr(self._clock, "in_cycle", None) or (lambda on: None)
         self._rate_warned = False
         self.park_report: dict[int, ServoState] | None = None
@@ -407,10 +400,8 @@ class SerialRobot(Robot):
             if self._closed:
                 raise DisconnectedError("this SerialRobot is closed; create a new one")
             now = self._clock.now_us()
-            last = self._last_end_us  # RateMonitor.start's pause, decided here, booked later
-            if last is not None and now - last > self._pause_us:
+            if self._rate.start(now):
                 self._deadline_us = None  # after a pause the schedule starts again (no overruns)
-            self._start_pending = now
             stale = self._stale
             if stale is None and (
                 self._hold_pending
@@ -450,8 +441,8 @@ class SerialRobot(Robot):
             goal = self._send_goal(goal)  # before the wait: the servos act on it meanwhile
         self._clock.sleep_until(deadline)
         if self.bus.ready and probe:
-            try:  # a goal not sent yet goes just ahead; the books are kept while bytes travel
-                reading = self.arm.read_state(goal, self._settle_books)
+            try:
+                reading = self.arm.read_state(goal)  # a goal not sent yet goes just ahead
             except BUS_FAILURES as e:
                 self._bus_error(e)
                 self._read_failed(e)
@@ -461,18 +452,6 @@ class SerialRobot(Robot):
             self._send_goal(goal)
         self.stats.cycles += 1
         self._account_cycle()
-
-    def _settle_books(self) -> None:
-        """The rate monitor's pending calls (the previous cycle's end, this cycle's start), made
-        while the cycle's request is on the wire (or at the end of a step without one, and before
-        ``diagnostics()``). A slow window found is warned about at the end of the step."""
-        with self._lock:  # diagnostics() may ask from another thread
-            end, start = self._end_pending, self._start_pending
-            self._end_pending = self._start_pending = None
-            if end is not None:
-                self._slow = self._rate.end(end) or self._slow
-            if start is not None:
-                self._rate.start(start)
 
     def _send_goal(self, goal: bytes) -> bytes:
         """Write the cycle's goal SYNC_WRITE now; returns ``b""`` (nothing left to send)."""
@@ -540,11 +519,8 @@ class SerialRobot(Robot):
         self._event(Health.FAULT | Health.JOINTS_STALE, True, f"{stale.detail}; {how}")
 
     def _account_cycle(self) -> None:
-        """The end of a step: its time noted for the rate monitor (booked in the next cycle's
-        wire time, ``_settle_books``); the once-only ``ControlRateWarning``."""
-        self._settle_books()  # a step whose read did not run them
-        self._last_end_us = self._end_pending = self._clock.now_us()
-        slow = self._slow
+        """Rate bookkeeping at the end of a step; the once-only ``ControlRateWarning``."""
+        slow = self._rate.end(self._clock.now_us())
         if slow is None or self._rate_warned:
             return
         self._rate_warned = True
@@ -562,7 +538,6 @@ class SerialRobot(Robot):
 
     def diagnostics(self) -> ControlDiagnostics:
         """The achieved rate over the robot's clock (wall time, or a shared ``ManualClock``)."""
-        self._settle_books()
         r = self._rate
         return ControlDiagnostics(
             self.control_period_s,

@@ -34,6 +34,7 @@ from twin.hardware.protocols.dynamixel_table import XTable
 
 IDS = [1, 2, 3, 4, 5, 6]
 CONFIG = load_config()
+JOINT_MAP = CONFIG.joint_map()
 
 
 # --------------------------------------------------------------------------- codec
@@ -108,7 +109,8 @@ def test_the_wire_decode_equals_the_parsed_decode_and_refuses_any_damaged_byte(
 ):
     """``decode_wire`` (the cycle's read without the stream parser) gives what the parser and
     ``decode`` give for an intact answer, and ``None`` (the general path) for any byte changed,
-    a byte short or one too many."""
+    a byte short or one too many; so does the compiled ``decode_joints`` (with numba), whose rows
+    are ``JointMap.from_present`` of those records bit for bit."""
     blocks = [dxl.StatusPacket(pid, e, d) for pid, e, d in zip(IDS, errors, data)]
     layout = PresentLayout(IDS, fast=True)
     raw = dxl.encode_fast_status(blocks)
@@ -123,6 +125,14 @@ def test_the_wire_decode_equals_the_parsed_decode_and_refuses_any_damaged_byte(
     assert layout.decode_wire(bytes(damaged)) is None
     assert layout.decode_wire(raw[:-1]) is None and layout.decode_wire(raw + b"\0") is None
     assert PresentLayout(IDS, fast=False).decode_wire(raw) is None  # plain reads: never
+    if layout.compiled:
+        terms = JOINT_MAP.present_terms
+        rows, joint_err = layout.decode_joints(raw, terms)
+        want = JOINT_MAP.from_present(records["position"], records["velocity"], records["current"])
+        assert joint_err == err and rows.tobytes() == want.tobytes() and not rows.flags.writeable
+        assert layout.decode_joints(bytes(damaged), terms) is None
+        assert layout.decode_joints(raw[:-1], terms) is None
+        assert layout.decode_joints(raw + b"\0", terms) is None
 
 
 # --------------------------------------------------------------------------- wire bound

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from twin.hardware.config import ReconnectConfig
@@ -34,6 +35,7 @@ from twin.hardware.errors import (
     ReplyTimeoutError,
     TransportError,
 )
+from twin.hardware.joint_map import JointMap
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.dynamixel_cycle import PresentLayout, alert_flags
 from twin.hardware.protocols.dynamixel_table import (
@@ -318,40 +320,43 @@ class DynamixelBus(LinkedDevice):
         raw: bytes,
         layout: PresentLayout,
         count_timeout: bool,
-        meanwhile: Callable[[], None] | None = None,
-    ) -> tuple[np.ndarray, bytes]:
-        """The cycle's fast read on a ``direct_read`` link: write ``raw``, run ``meanwhile`` (the
-        caller's work that needs no reply, while the bytes travel), read the answer's
+        joints: JointMap | None = None,
+    ) -> tuple[tuple[np.ndarray, bytes], bool]:
+        """The cycle's fast read on a ``direct_read`` link: write ``raw``, read the answer's
         bytes as they come and, when they are exactly the expected packet, decode them at once
-        (``PresentLayout.decode_wire``: no stream parser, no reply queue). Any other answer goes
-        to the stream parser and ``_collect``, in the same transaction, with the same rules (a
-        damaged, short or late reply, the timeout)."""
+        (``PresentLayout.decode_wire``, or with ``joints`` and the compiled codec
+        ``decode_joints``: no stream parser, no reply queue). Any other answer goes to the
+        stream parser and ``_collect``, in the same transaction, with the same rules (a damaged,
+        short or late reply, the timeout). Returns ``((records or joint rows, err), in_joints)``."""
         with self._txn:
             connecting = self._start(raw)
             timeout_s = self.reply_timeout_s
             if connecting:
                 timeout_s = max(timeout_s, INIT_REPLY_TIMEOUT_S)
             deadline = time.monotonic() + timeout_s
-            if meanwhile is not None:
-                meanwhile()
             want, receive = layout.reply_bytes, self.link.receive
-            wire = receive(max(deadline - time.monotonic(), 1e-6))
+            wire = receive(timeout_s)
             while wire and len(wire) < want:
                 remaining = deadline - time.monotonic()
                 more = receive(remaining) if remaining > 0 else b""
                 if not more:
                     break
                 wire += more
-            decoded = layout.decode_wire(wire) if len(wire) == want else None
-            if decoded is not None:
-                self.parser.stats.frames += 1
-                return decoded
+            if len(wire) == want:
+                in_joints = joints is not None and layout.compiled
+                decoded = (
+                    layout.decode_joints(wire, joints.present_terms)
+                    if in_joints
+                    else layout.decode_wire(wire)
+                )
+                if decoded is not None:
+                    self.parser.stats.frames += 1
+                    return decoded, in_joints
             if wire:
                 self.data_received(wire)
             remaining = max(deadline - time.monotonic(), 1e-6)
-            return layout.decode(
-                self._collect(layout.reply_ids, remaining, count_timeout, layout.reply_bytes)
-            )
+            replies = self._collect(layout.reply_ids, remaining, count_timeout, layout.reply_bytes)
+            return layout.decode(replies), False
 
     def _lost(self, pid: int, why: str) -> None:
         """Count and raise ``ReplyLostError`` for servo ``pid``'s reply."""
@@ -488,27 +493,28 @@ class DynamixelBus(LinkedDevice):
             layout = self._layouts.setdefault(key, PresentLayout(*key))
         return layout
 
-    def read_present(
-        self,
-        ids: Sequence[int],
-        ahead: bytes = b"",
-        meanwhile: Callable[[], None] | None = None,
-    ) -> PresentValues:
+    def read_present(self, ids: Sequence[int], ahead: bytes = b"") -> PresentValues:
         """Present Current, Velocity and Position (10 bytes per servo) in one FAST_SYNC_READ or
         SYNC_READ (module doc): ready instruction bytes, the answer decoded in one call.
         ``ahead``: the wire bytes of an instruction without reply (the cycle's goal SYNC_WRITE),
-        written in the same ``write`` just before the read's (one system call, as on the wire).
-        ``meanwhile``: the caller's work that needs no reply, run once the request is written
-        and before its answer is awaited (the cycle's fast read; other reads do not run it, and
-        the caller runs it afterwards if it did not run)."""
-        ids = tuple(ids)
+        written in the same ``write`` just before the read's (one system call, as on the wire)."""
+        return self._read(tuple(ids), ahead, None)
+
+    def read_joints(self, ids: Sequence[int], joints: JointMap, ahead: bytes = b"") -> JointValues:
+        """``read_present`` in joint units through ``joints`` (``JointMap.from_present``): the
+        cycle's read. A fast read's intact answer is checked, decoded and converted in one
+        compiled call where numba is (``PresentLayout.decode_joints``); every other answer as
+        ``read_present`` takes it, then converted."""
+        return self._read(tuple(ids), ahead, joints)
+
+    def _read(self, ids: tuple[int, ...], ahead: bytes, joints: JointMap | None):
         fast = self.uses_fast_read(ids)
         if fast is None:  # the first read of these servos on this connection: ask
             if ahead:
                 self.exchange_raw(ahead)
                 ahead = b""
             try:
-                values = self._read_present(self.present_layout(ids, True), False)
+                values = self._read_present(self.present_layout(ids, True), False, b"", joints)
             except ReplyLostError:
                 pass  # they answered, damaged: undecided; this cycle reads with SYNC_READ
             except ReplyTimeoutError:
@@ -518,20 +524,21 @@ class DynamixelBus(LinkedDevice):
             else:
                 self._fast_ok[ids] = True
                 return values
-        return self._read_present(self.present_layout(ids, bool(fast)), True, ahead, meanwhile)
+        return self._read_present(self.present_layout(ids, bool(fast)), True, ahead, joints)
 
     def _read_present(
         self,
         layout: PresentLayout,
         count_timeout: bool = True,
         ahead: bytes = b"",
-        meanwhile: Callable[[], None] | None = None,
-    ) -> PresentValues:
+        joints: JointMap | None = None,
+    ) -> PresentValues | JointValues:
         self.stats.transactions += bool(ahead)  # two instructions in one write
         raw = ahead + layout.request if ahead else layout.request
+        in_joints = False
         try:
             if layout.fast and self.link.direct_read:
-                records, err = self._cycle_exchange(raw, layout, count_timeout, meanwhile)
+                (records, err), in_joints = self._cycle_exchange(raw, layout, count_timeout, joints)
             else:
                 records, err = layout.decode(
                     self.exchange_raw(
@@ -555,6 +562,12 @@ class DynamixelBus(LinkedDevice):
                 alert = _NO_ALERTS.setdefault(len(err), _no_alerts(len(err)))
         if layout.fast:
             self.stats.fast_reads += 1
+        if joints is not None:
+            if not in_joints:
+                records = joints.from_present(
+                    records["position"], records["velocity"], records["current"]
+                )
+            return JointValues(records, alert)
         return PresentValues._fast(
             layout.ids, records["current"], records["velocity"], records["position"], alert
         )
@@ -571,6 +584,14 @@ class DynamixelBus(LinkedDevice):
         """Hardware Error Status of each servo (only the non-zero ones)."""
         values = self.sync_read_register(XTable.HARDWARE_ERROR_STATUS, ids)
         return {pid: HardwareError(v) for pid, v in values.items() if v}
+
+
+class JointValues(NamedTuple):
+    """One cycle's read in joint units (``read_joints``): ``rows`` (3, n) read-only float64
+    q rad, qd rad/s, tau N m; ``alert`` (n,) bool, a servo reporting a latched hardware error."""
+
+    rows: np.ndarray
+    alert: np.ndarray
 
 
 _NO_ALERTS: dict[int, np.ndarray] = {}  # read-only all-False alert arrays, by servo count

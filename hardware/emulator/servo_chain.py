@@ -37,6 +37,7 @@ from twin.hardware.emulator.pty_port import PtyPort
 from twin.hardware.emulator.sources import LIMP, Drive, DriveKind, PhysicsSource
 from twin.hardware.joint_map import JointMap
 from twin.hardware.protocols import dynamixel as dxl
+from twin.hardware.protocols import dynamixel_packet
 from twin.hardware.protocols.dynamixel_table import (
     ALERT_BIT,
     BROADCAST_ID,
@@ -220,6 +221,7 @@ class ServoChainEmulator:
             )
         )
         self.parser = dxl.DynamixelStreamParser()
+        dynamixel_packet.load_compiled()  # before the port opens: no answer waits for the load
         self.reply_delay_s = 0.0
         #: Baud rate whose wire time instructions and replies take (None: replies leave at once,
         #: as a pty has no wire time).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -45,3 +46,19 @@ def emulator_config(config=None, **robot_overrides):
         stale_fault_cycles=10,
     )
     return replace(config, **{**fields, **robot_overrides})
+
+
+def pin_process(cpus: set[int] | None) -> bool:
+    """Move every thread of this process (and, by inheritance, the threads it starts later)
+    onto the CPUs ``cpus`` (None: every CPU again). A benchmark pins the emulators and the host
+    to different cores, as a real arm's servos compute on their own hardware. Returns False
+    where thread affinity is not available (not Linux); the affinity is then left as it was."""
+    if not hasattr(os, "sched_setaffinity") or not os.path.isdir("/proc/self/task"):
+        return False
+    cpus = set(range(os.cpu_count() or 1)) if cpus is None else set(cpus)
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except (OSError, ValueError):  # a thread that ended meanwhile
+            continue
+    return True

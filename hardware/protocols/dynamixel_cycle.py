@@ -8,7 +8,10 @@ CRC. ``PresentLayout`` holds the cycle's read instruction (FAST_SYNC_READ or SYN
 Current, Velocity and Position) as ready bytes and decodes the answer with one ``frombuffer``:
 the fast read's aggregate status as records ``ERR | ID | current | velocity | position | CRC``,
 its ids compared as bytes and its block CRCs checked in one pass of the 16-bit table over the
-packet. Pure codec: no I/O.
+packet. With numba (``_compiled``) both run compiled: the goal's bytes and CRC written into a
+buffer laid out once, and the fast read's answer checked, decoded and converted to joint units
+(``PresentLayout.decode_joints``) in one call each; the same bytes and values as the Python
+forms, which run without numba or with ``TWIN_HARDWARE_COMPILED=0``. Pure codec: no I/O.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from twin.hardware.errors import InvalidArgumentError, ProtocolError
+from twin.hardware.protocols import _compiled
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.crc import DXL_TABLE16, NATIVE_LITTLE_ENDIAN, crc16_dynamixel
 from twin.hardware.protocols.dynamixel_packet import FAST_BLOCK_OVERHEAD, HEADER, STUFF_PATTERN
@@ -68,23 +72,50 @@ class GoalWriter:
         self._lo, self._hi = int(info.min), int(info.max)
         self._records = np.zeros(len(ids), np.dtype([("id", "u1"), ("value", code)]))
         self._records["id"] = ids
+        self._shape = (len(ids),)
         length = sync_write_length(len(ids), reg.size) - 7
         self._head = HEADER + bytes(
             (BROADCAST_ID, length & 0xFF, length >> 8, Instruction.SYNC_WRITE)
         )
         self._head += reg.address.to_bytes(2, "little") + reg.size.to_bytes(2, "little")
         self._head_crc = crc16_dynamixel(self._head)
+        kernels = _compiled.kernels()
+        self._kernel = None if kernels is None else kernels.goal_wire
+        # the compiled form's packet: head and ids laid out once, values and CRC per cycle
+        self._wire = np.frombuffer(self._head + self._records.tobytes() + bytes(2), np.uint8).copy()
 
     def encode(self, values: np.ndarray, *, checked: bool = False) -> bytes:
         """Wire bytes for ``values`` (n,) raw register values, in the order of ``ids``;
         ``InvalidArgumentError`` if one does not fit the register (``checked``: the caller
         has range-checked them against a narrower range already)."""
+        kernel = self._kernel
+        if (
+            kernel is not None
+            and type(values) is np.ndarray
+            and values.dtype == np.int64
+            and values.shape == self._shape
+            and values.flags.c_contiguous  # (the compiled entry takes its signature's layout)
+        ):
+            done = kernel(values, self._lo, self._hi, self._wire)
+            if done == 0:
+                return self._wire.tobytes()
+            if done < 0:
+                self._refuse(values)
+            return self._encode(values)  # the stuffing pattern in a value: the codec stuffs it
         values = np.asarray(values)
         if not checked and (values.min() < self._lo or values.max() > self._hi):
-            raise InvalidArgumentError(
-                f"{self.reg.name} values {values.tolist()} do not fit the register "
-                f"[{self._lo}, {self._hi}]"
-            )
+            self._refuse(values)
+        return self._encode(values)
+
+    def _refuse(self, values: np.ndarray) -> None:
+        raise InvalidArgumentError(
+            f"{self.reg.name} values {values.tolist()} do not fit the register "
+            f"[{self._lo}, {self._hi}]"
+        )
+
+    def _encode(self, values: np.ndarray) -> bytes:
+        """``encode`` in Python: the records' values, their bytes, the CRC (stuffed if need
+        be)."""
         self._records["value"] = values
         data = self._records.tobytes()
         if STUFF_PATTERN in data:  # rare (a value with FF FF FD in it): the codec stuffs it
@@ -128,6 +159,31 @@ class PresentLayout:
             starts = [0, *ends]
             self._wire_spans = [(a // 2, e // 2, e) for a, e in zip(starts, [*ends, last])]
             self._wire_words = struct.Struct(f"={last // 2}H")
+        kernels = _compiled.kernels() if fast else None
+        self._kernel = None if kernels is None else kernels.present_joints
+        self._consts: tuple[np.ndarray, np.ndarray] | None = None  # (terms, kernel constants)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether ``decode_joints`` runs compiled (a fast read, numba, not switched off)."""
+        return self._kernel is not None
+
+    def decode_joints(self, wire: bytes, terms: np.ndarray) -> tuple[np.ndarray, bytes] | None:
+        """``decode_wire`` and the conversion to joint units in one compiled call (``compiled``
+        only): ``(rows, err)`` with rows (3, n) read-only float64 q rad, qd rad/s, tau N m from
+        ``terms`` (4, n) (``JointMap.present_terms``: the values of ``JointMap.from_present``)
+        and the ERR bytes; ``None`` where ``decode_wire`` gives ``None``."""
+        consts = self._consts
+        if consts is None or consts[0] is not terms:
+            head = np.frombuffer(self._head, np.uint8)
+            packed = np.concatenate((np.ravel(terms), self.ids, head)).astype(np.float64)
+            consts = self._consts = (terms, packed)
+        rows = np.empty((3, len(self.ids)))
+        flags = self._kernel(wire, consts[1], rows)
+        if flags < 0:
+            return None
+        rows.flags.writeable = False
+        return rows, (self.no_errors if flags == 0 else wire[8 :: FAST_PRESENT_BLOCK.itemsize])
 
     def decode(self, replies: Sequence[dxl.StatusPacket]) -> tuple[np.ndarray, bytes]:
         """``(records, err)`` of the answer: records (n,) with ``current``, ``velocity`` and
