@@ -27,12 +27,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "twin"))
 #: One process per line builds (or, on a warm cache, just loads) the compiled kernels that the
 #: tests' subprocesses (the CLI, the scenario sweeps, Ray workers) and pytest-xdist's workers
 #: would otherwise each build again while the disk cache is cold: the planner's checks; the
-#: transformers' and the shipped arm's dynamics kernels. Two processes: one a core.
+#: transformers' and the shipped arm's dynamics kernels; the serial bus cycle's codec. Two
+#: processes: one a core.
 WARM_UP = (
     "from twin.planning import Planner, PlannerSettings; Planner(PlannerSettings(seed=0))",
     "import numpy as np; from twin.transforms import _compiled; _compiled.kernels();"
     " from twin.dynamics import ArmDynamics; ArmDynamics.default().inverse_dynamics("
-    "np.zeros(6), np.zeros(6), np.zeros(6))",
+    "np.zeros(6), np.zeros(6), np.zeros(6));"
+    " from twin.hardware.protocols import _compiled as cycle; cycle.kernels()",
 )
 
 
@@ -171,6 +173,7 @@ WARM_MARKS = (
     "twin_planning_checks_*.rrt_chunk-*.nbi",
     "twin_transforms_*.pose_batch_parallel-*.nbi",
     "twin_dynamics_*.mass_many-*.nbi",
+    "twin_hardware_cycle_*.present_joints-*.nbi",
 )
 
 
