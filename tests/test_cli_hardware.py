@@ -76,6 +76,10 @@ _BLOCK = (XTable.TORQUE_ENABLE.address, XTable.PRESENT_POSITION.end - XTable.TOR
 #: After a park the arm holds where it was: the goal is the present position plus the gravity
 #: torque the hold folds in over the servo's P gain (q_goal - q = g(q) / kp), to this (rad).
 PARK_TOL_RAD = 0.01
+PARK_ERROR = (
+    "SerialRobot.close(): the arm could not be left in its safe state (every servo torque on, "
+    "current-based position mode): "
+)
 #: The read-back waits for the arm to settle and for a loaded emulator (PING p99 2-4 s at load
 #: 8-17): every read is tried again until this much time has passed in all.
 READ_BACK_S = 90.0
@@ -177,7 +181,10 @@ def test_sigint_while_the_demo_moves_the_arm_parks_it_closes_the_ports_and_exits
     """Ctrl-C once the demo's pick has started to move the arm (its progress line), before its
     summary: exit 130, the one interrupted line, no process left, and every servo holding where
     the arm was (torque on, current-based position mode, goal at the hold) as the park promises
-    (``SerialRobot.close``, ``docs/faults/serial.md``)."""
+    (``SerialRobot.close``, ``docs/faults/serial.md``). When the park's read-back cannot confirm
+    it in time (the emulator starved of CPU for seconds on a loaded machine), the command says
+    so instead: exit 1 and the ``ParkError`` line (``docs/faults/serial.md``, "Ctrl-C or
+    SIGTERM while the arm moves"); the servos must hold all the same, as read back here."""
     marker = f"TWIN_TEST_MARKER={uuid.uuid4().hex}"
     name, value = marker.split("=")
     env = clean_env(
@@ -203,12 +210,18 @@ def test_sigint_while_the_demo_moves_the_arm_parks_it_closes_the_ports_and_exits
             proc.kill()
             proc.wait()
     out = before + after
-    assert [x.split(":")[0] for x in before[:2]] == ["[ok] open", "[ok] tare"], out
-    assert not any(x.startswith("demo:") for x in out), out  # interrupted before its summary
-    assert proc.returncode == 130, (out, err)
     lines = stderr_lines(err)
     assert "Traceback" not in err and len(lines) == 1, err
-    assert lines[0] == "twin demo: interrupted: the arm holds its position, every port is closed"
+    print(f"exit code {proc.returncode}")  # (how often each outcome comes: pytest -s)
+    if proc.returncode == 1:  # the park's read-back got no answer in time (a starved emulator)
+        assert lines[0].startswith(f"twin demo: error: {PARK_ERROR}") and lines[0].endswith(
+            "(while stopping after an interrupt)"
+        ), lines  # the rule: an unverified park is the ParkError, not "holds its position"
+    else:
+        assert proc.returncode == 130, (err, out)
+        assert lines == ["twin demo: interrupted: the arm holds its position, every port is closed"]
+    assert [x.split(":")[0] for x in before[:2]] == ["[ok] open", "[ok] tare"], out
+    assert not any(x.startswith("demo:") for x in out), out  # interrupted before its summary
     assert processes_with_env(marker) == []  # nothing left behind
     config = load_config(emulated.config)
     states = _parked_state(config, emulated.ports["servo_bus"])

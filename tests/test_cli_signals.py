@@ -6,15 +6,13 @@ escaped as a traceback (exit -2) and a second Ctrl-C could cut a cleanup short."
 
 from __future__ import annotations
 
-import pathlib
 import signal
 import subprocess
-import sys
 
 import pytest
 from cli_helpers import TWIN, clean_env, stderr_lines
+from cli_signal_helper import Helper
 
-HELPER = [sys.executable, str(pathlib.Path(__file__).with_name("cli_signal_helper.py"))]
 ERROR_LINE = "twin fail: error: the helper failed on purpose; expected nothing else"
 NOTE = (
     "twin fail: stopping: every robot is being closed (the arm parked, the ports closed); "
@@ -22,51 +20,12 @@ NOTE = (
 )
 
 
-class Helper:
-    """``cli_signal_helper.py fail --when WHEN`` running: wait for its stage lines, signal it,
-    let it go on."""
-
-    def __init__(self, when: str) -> None:
-        self.proc = subprocess.Popen(
-            [*HELPER, "fail", "--when", when],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=clean_env(),
-        )
-        self.out: list[str] = []
-
-    def wait_for(self, stage: str) -> None:
-        for line in self.proc.stdout:  # bounded by the test's timeout (the process's own end)
-            self.out.append(line.rstrip("\n"))
-            if self.out[-1] == stage:
-                return
-        raise AssertionError(
-            f"no {stage!r} line; stdout {self.out}, stderr {self.proc.stderr.read()}"
-        )
-
-    def go_on(self) -> None:
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-
-    def finish(self, timeout_s: float = 60) -> tuple[int, list[str], str]:
-        """Close stdin (every later wait returns at once); (exit code, stdout lines, stderr)."""
-        out, err = self.proc.communicate(timeout=timeout_s)
-        return self.proc.returncode, self.out + out.splitlines(), err
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @pytest.fixture
 def helper():
     started: list[Helper] = []
 
     def start(when: str) -> Helper:
-        started.append(Helper(when))
+        started.append(Helper(when, clean_env()))
         return started[-1]
 
     yield start
