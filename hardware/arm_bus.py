@@ -294,6 +294,7 @@ class ArmBus:
             except BUS_FAILURES as e:
                 if last or (isinstance(e, DeviceStatusError) and e.code != StatusError.CRC):
                     raise
+                seen = None
                 self._flush()
                 continue
             if len(reply.params) != PING_STATUS_LENGTH:  # another request's reply
@@ -302,6 +303,7 @@ class ArmBus:
                         f"servo {pid}: the answer to PING has {len(reply.params)} data bytes, "
                         f"expected {PING_STATUS_LENGTH} (model number, firmware version)"
                     )
+                seen = None
                 self._flush()
                 continue
             model, _fw = dxl.parse_ping_status(reply)

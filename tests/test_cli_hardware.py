@@ -199,7 +199,10 @@ def test_sigint_while_the_demo_moves_the_arm_parks_it_closes_the_ports_and_exits
     )
     try:
         lines = _lines(proc.stdout)
-        before = _wait_for_line(lines, r"^\[\.\.\] pick: moving", 300)
+        try:
+            before = _wait_for_line(lines, r"^\[\.\.\] pick: moving", 300)
+        except AssertionError as e:  # the demo ended first: say why
+            raise AssertionError(f"{e}; stderr: {proc.communicate(timeout=60)[1]}") from e
         proc.send_signal(signal.SIGINT)  # the arm is moving: the pick's motion has begun
         _, err = proc.communicate(timeout=120)
         after = []
