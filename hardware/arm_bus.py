@@ -23,6 +23,7 @@ fault use it; ``docs/faults/serial.md``).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -70,6 +71,13 @@ T = TypeVar("T")
 #: lasts three reply timeouts.
 CYCLE_READ_TRIES = 2
 SAFE_MODE = OperatingMode.CURRENT_BASED_POSITION  # the mode every park and safe hold leaves
+#: The data bytes of a PING's status packet: model number (2 bytes), firmware version (1)
+#: (``docs/protocols/dynamixel.md``); a reply of another length answers another request.
+PING_STATUS_LENGTH = 3
+#: A flush after a reply that was not the PING's reads until the line is quiet this long (s),
+#: for at most ``FLUSH_MAX_S`` (s).
+FLUSH_QUIET_S = 0.02
+FLUSH_MAX_S = 0.5
 #: What a bus transaction raises when the servo or the line failed (not a programming error).
 BUS_FAILURES = (TransportError, DeviceStatusError, ProtocolError)
 
@@ -213,6 +221,8 @@ class ArmBus:
     ) -> tuple[JointReading, dict[int, HardwareError]]:
         """Identify the servos and bring them to the configured mode, holding where they are.
 
+        Each servo is identified by PING first (``_identify``: a late reply to another request is
+        flushed, not taken for the model number).
         EEPROM settings (return delay, operating mode, current limit) are written only where they
         differ (with torque off on those servos only), so a reconnection does not drop the arm.
         ``hold(reading)`` is the command to hold with. Returns the reading and the servos' latched
@@ -220,13 +230,7 @@ class ArmBus:
         """
         bus, ids, tries = self.bus, self.ids, self.config.bus.attempts
         for j, pid in enumerate(ids):
-            model, _fw = retried(lambda pid=pid: bus.ping(pid), tries)
-            want = self.config.joints[j].model_number
-            if model != want:
-                raise DeviceStatusError(
-                    f"servo {pid} ({self.config.joints[j].name}) is model {model}, the config says {want}",
-                    device=f"dxl:{pid}",
-                )
+            self._identify(j, pid)
         bus.sync_write_register(XTable.STATUS_RETURN_LEVEL, dict.fromkeys(ids, 2))
         errors = retried(lambda: bus.hardware_errors(ids), tries)
         setup = retried(lambda: bus.sync_read(*_SETUP_BLOCK, ids), tries)
@@ -263,6 +267,65 @@ class ArmBus:
         if healthy:
             bus.set_torque(healthy, True)
         return reading, errors
+
+    def _identify(self, j: int, pid: int) -> None:
+        """PING servo ``pid`` (joint ``j``) until its answer gives the configured model number.
+
+        A status packet does not say which instruction it answers, so a late reply to an earlier
+        request (a loaded servo or host, or a previous session's read still on the line) can come
+        in the PING's place. Up to ``bus.attempts`` PINGs: a lost or damaged reply (as
+        ``retried``), one with other than the PING's three data bytes, or a model number the PING
+        before did not also give is flushed (``_flush``) and the PING sent again. A model number
+        two answers in a row agree on (a late reply does not repeat), or the last answer's, is
+        the mismatch: ``DeviceStatusError`` naming the servo, its model and the configured one.
+        """
+        want = self.config.joints[j].model_number
+        tries, seen = self.config.bus.attempts, None
+        for k in range(tries):
+            last = k == tries - 1
+            try:
+                (reply,) = self.bus.transact(dxl.ping(pid), [pid])
+            except DisconnectedError:
+                raise
+            except BUS_FAILURES as e:
+                if last or (isinstance(e, DeviceStatusError) and e.code != StatusError.CRC):
+                    raise
+                seen = None
+                self._flush()
+                continue
+            if len(reply.params) != PING_STATUS_LENGTH:  # another request's reply
+                if last:
+                    raise ProtocolError(
+                        f"servo {pid}: the answer to PING has {len(reply.params)} data bytes, "
+                        f"expected {PING_STATUS_LENGTH} (model number, firmware version)"
+                    )
+                seen = None
+                self._flush()
+                continue
+            model, _fw = dxl.parse_ping_status(reply)
+            if model == want:
+                return
+            if model == seen or last:
+                raise DeviceStatusError(
+                    f"servo {pid} ({self.config.joints[j].name}) is model {model}, the config says {want}",
+                    device=f"dxl:{pid}",
+                )
+            seen = model
+            self._flush()
+
+    def _flush(self) -> None:
+        """Drop what the servos are still sending (late replies): read until the line has been
+        quiet for ``FLUSH_QUIET_S``, for at most ``FLUSH_MAX_S``; the next transaction counts
+        what was read as stray packets (``BusStats.stray_packets``)."""
+        link = self.bus.link
+        if not link.direct_read:  # the reader thread queues them; the next transaction drops them
+            return
+        deadline = time.monotonic() + FLUSH_MAX_S
+        while (left := deadline - time.monotonic()) > 0:
+            data = link.receive(min(FLUSH_QUIET_S, left))
+            if not data:
+                return
+            self.bus.data_received(data)
 
     # ------------------------------------------------------------------ cycle
     def read_state(self, goal: bytes = b"") -> JointReading:

@@ -211,6 +211,8 @@ class _Run:
         #: configuration, so the verdict is the plan's (an encoder tick off a path that runs
         #: along the model's margin must not flip it).
         self.planned_from: np.ndarray | None = None
+        #: Called with one line as each motion starts (``run_demo``'s ``print_fn``).
+        self.say: Callable[[str], None] = lambda line: None
 
     def plan(self, name: str, start, goals, **request):
         """Plan from ``start`` (a configuration or a touch ``PathResult``); None + reason."""
@@ -253,6 +255,7 @@ class _Run:
         free = curve_free(planned.curve, checker)
         self.planned_from = np.array(waypoints[-1].configuration, dtype=float)
         robot.phase = f"{record.name}:{part}"
+        self.say(f"[..] {record.name}: moving ({part}, {prepared.trajectory.duration:.1f} s)")
         report = follow(robot, prepared.trajectory, model, feedforward=self.ff, flange_T_tcp=f_T_t)
         q_plan = prepared.trajectory.sample(report.times_s)[0]
         record.parts.append(
@@ -322,7 +325,9 @@ def run_demo(
     """Run the demo (module doc); returns its steps (name, figure, ok, data).
 
     ``out``: a folder for the report (``twin.report.write_report``; None: no report).
-    ``progress``: show a progress bar (``rich``). ``print_fn``: called with one line per step.
+    ``progress``: show a progress bar (``rich``). ``print_fn``: called with one line just before
+    each motion starts (``[..] pick: moving (free, 1.8 s)``) and one as each step ends (``[ok]
+    pick: <figure>``).
     ``gripper``: what holds the picked object (default: the robot itself when it can carry a
     payload, as the simulated arm can; otherwise none, and the weighing step is skipped).
     ``robot``: an open robot to run on (whoever opened it closes it); by default the demo opens
@@ -351,6 +356,8 @@ def run_demo(
         if gripper is None and hasattr(robot, "attach_payload"):
             gripper = PayloadGripper(robot)
         run = _open(robot, seed, record)
+        if print_fn is not None:
+            run.say = print_fn
         stack.callback(run.ft.disconnect)
         for step in (_tare, _pick, _lift, _weigh, _place, _policy, _home, _imu):
             if not step(run, record, gripper):
@@ -576,6 +583,7 @@ def _policy(run: _Run, record, gripper) -> bool:
             record("policy", f"controller init failed: {controller.error}", False)
             return False
         robot.phase = f"policy:{k + 1}"
+        run.say(f"[..] policy: moving (target {k + 1} of {POLICY_TARGETS}, {POLICY_TIME_S} s)")
         reach, n_failed = _reach(run, controller, target)
         run.policy.append(reach)
         failed, fault = failed + n_failed, controller.fault or fault

@@ -1,10 +1,12 @@
 """Fault injection on an emulated device's output: corrupt or drop bytes at a seeded rate, delay,
-and drop whole frames of one sender (a servo that goes silent, or loses its next N replies).
+drop whole frames of one sender (a servo that goes silent, or loses its next N replies), and hold
+a sender's next frame back until the device's next write (a late reply: ``delay_next``).
 
 Applied per ``write`` of the emulator (one frame, packet or reply), so ``writes_affected`` counts
 the frames that left the device damaged: the number a driver must account for. Frame faults need
 a ``split`` function that cuts one write into ``(sender, frame)`` pieces (the servo chain's is
-``dynamixel_status_frames``); ``frames_dropped`` counts the frames they removed.
+``dynamixel_status_frames``); ``frames_dropped`` counts the frames they removed, ``frames_delayed``
+the frames they held back.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class FaultStats:
     writes: int = 0
     writes_affected: int = 0
     frames_dropped: int = 0
+    frames_delayed: int = 0
 
 
 #: Cuts one write into ``(sender, frame)`` pieces, in order; ``sender`` is ``None`` for bytes that
@@ -69,6 +72,8 @@ class FaultInjector:
         self.stats = FaultStats()
         self._split = split
         self._frame_drops: dict[int, int] = {}  # sender -> frames still to drop (-1: all)
+        self._frame_holds: dict[int, int] = {}  # sender -> frames still to hold back
+        self._held = b""  # frames held back, sent ahead of the next write
         self.corrupt_rate = self.drop_rate = self.delay_s = 0.0
         self.set(corrupt_rate=corrupt_rate, drop_rate=drop_rate, delay_s=delay_s)
 
@@ -102,10 +107,21 @@ class FaultInjector:
             raise InvalidArgumentError(f"drop_next needs a number of frames >= 1, got {n!r}")
         self._drop_frames(sender, n)
 
+    def delay_next(self, sender: int, n: int = 1) -> None:
+        """Hold the next ``n`` frames of ``sender`` back and send each, unchanged, just ahead of
+        the device's next write (whoever sends it): a reply that comes late, after the host has
+        stopped waiting for it, just before the answer to a later request (a loaded device)."""
+        if not (isinstance(n, int) and n >= 1):
+            raise InvalidArgumentError(f"delay_next needs a number of frames >= 1, got {n!r}")
+        self._need_split()
+        with self._lock:
+            self._frame_holds[sender] = n
+
     def restore(self, sender: int) -> None:
         """Let the frames of ``sender`` through again."""
         with self._lock:
             self._frame_drops.pop(sender, None)
+            self._frame_holds.pop(sender, None)
 
     def take_frame_drop(self, sender: int) -> bool:
         """Whether the next frame of ``sender`` is to be dropped (counted, as ``apply`` counts a
@@ -126,12 +142,15 @@ class FaultInjector:
         """Frames of ``sender`` still to be dropped (-1: silenced)."""
         return self._frame_drops.get(sender, 0)
 
-    def _drop_frames(self, sender: int, n: int) -> None:
+    def _need_split(self) -> None:
         if self._split is None:
             raise InvalidArgumentError(
                 "frame faults need an injector built with split= (a frame splitter); this one "
                 "only damages bytes"
             )
+
+    def _drop_frames(self, sender: int, n: int) -> None:
+        self._need_split()
         with self._lock:
             self._frame_drops[sender] = n
 
@@ -142,12 +161,23 @@ class FaultInjector:
             or self.drop_rate > 0
             or self.delay_s > 0
             or bool(self._frame_drops)
+            or bool(self._frame_holds)
+            or bool(self._held)
         )
 
     def _filter_frames(self, data: bytes) -> tuple[bytes, bool]:
-        """``data`` without the frames of the senders being dropped (lock held)."""
+        """``data`` without the frames of the senders being dropped or held back (held ones are
+        kept for the next write; lock held)."""
         kept, dropped = [], False
         for sender, frame in self._split(data):
+            if self._frame_holds.get(sender, 0):
+                dropped = True
+                self.stats.frames_delayed += 1
+                self._held += frame
+                self._frame_holds[sender] -= 1
+                if not self._frame_holds[sender]:
+                    del self._frame_holds[sender]
+                continue
             left = self._frame_drops.get(sender, 0) if sender is not None else 0
             if left:
                 dropped = True
@@ -162,29 +192,35 @@ class FaultInjector:
         return (b"".join(kept), True) if dropped else (data, False)
 
     def apply(self, data: bytes) -> tuple[bytes, bool]:
-        """The bytes that leave the device for ``data``, and whether any was damaged (the delay is
-        the caller's to wait)."""
+        """The bytes that leave the device for ``data`` (after any frames held back from earlier
+        writes), and whether any was damaged (the delay is the caller's to wait)."""
         with self._lock:
-            s = self.stats
-            s.writes += 1
-            s.bytes_in += len(data)
-            framed = False
-            if self._frame_drops and data:
-                data, framed = self._filter_frames(data)
-                if framed:
-                    s.writes_affected += 1
-            if not (self.corrupt_rate or self.drop_rate) or not data:
-                return data, framed
-            arr = np.frombuffer(data, np.uint8).copy()
-            n = arr.size
-            hit = self._rng.random(n) < self.corrupt_rate
-            k = int(hit.sum())
-            if k:
-                arr[hit] ^= self._rng.integers(1, 256, k, dtype=np.uint8)
-            drop = self._rng.random(n) < self.drop_rate
-            d = int(drop.sum())
-            s.bytes_corrupted += k
-            s.bytes_dropped += d
-            if (k or d) and not framed:
+            held, self._held = self._held, b""
+            data, damaged = self._apply(data)
+            return (held + data if held else data), damaged
+
+    def _apply(self, data: bytes) -> tuple[bytes, bool]:
+        """``apply`` of this write's own bytes (lock held)."""
+        s = self.stats
+        s.writes += 1
+        s.bytes_in += len(data)
+        framed = False
+        if (self._frame_drops or self._frame_holds) and data:
+            data, framed = self._filter_frames(data)
+            if framed:
                 s.writes_affected += 1
-            return (arr[~drop].tobytes() if d else arr.tobytes()), bool(k or d or framed)
+        if not (self.corrupt_rate or self.drop_rate) or not data:
+            return data, framed
+        arr = np.frombuffer(data, np.uint8).copy()
+        n = arr.size
+        hit = self._rng.random(n) < self.corrupt_rate
+        k = int(hit.sum())
+        if k:
+            arr[hit] ^= self._rng.integers(1, 256, k, dtype=np.uint8)
+        drop = self._rng.random(n) < self.drop_rate
+        d = int(drop.sum())
+        s.bytes_corrupted += k
+        s.bytes_dropped += d
+        if (k or d) and not framed:
+            s.writes_affected += 1
+        return (arr[~drop].tobytes() if d else arr.tobytes()), bool(k or d or framed)

@@ -22,14 +22,28 @@ what was expected, exit code 2; a device failure one line, exit code 1; anything
 and keeps its traceback. ``--debug`` shows the traceback of every error.
 Ctrl-C (SIGINT, and SIGTERM likewise) closes every robot still open (the arm holds its
 position, every port is closed), says so in one line and exits 130 (143 for SIGTERM).
+
+Signals cannot cut the way out short (``_Signals``): the first SIGINT or SIGTERM of a run raises
+``KeyboardInterrupt`` in the main thread; from then on, and from the moment the subcommand
+returns or fails, a signal only counts. The unwinding (a robot's park, closing its ports), the
+error report and the final line then always finish; a second signal says once that it waits.
+Every way out of ``main`` is an exit code and at most a few lines on stderr: 0 or the
+subcommand's code; 2 or 1 for an error (one line); 130 / 143 after a signal, also when the
+signal came while an error was being reported (the error's line first, then the interrupted
+line); 0 for a closed stdout (``twin info | head``). An error raised while the run unwinds after
+a signal replaces the interrupt: the cleanup did not end as the interrupted line would promise
+(``ParkError``: the park is unverified), so it is reported as that error, with its own exit code
+(1 for a device), and the line says it came after the interrupt (``docs/faults/serial.md``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
+import traceback
 import warnings
 from collections.abc import Sequence
 
@@ -99,10 +113,6 @@ def classify(error: BaseException) -> tuple[int, str] | None:
     return None
 
 
-def _terminate(signum, frame) -> None:
-    raise Terminated()
-
-
 def _one_line_warning(prog: str):
     """``warnings.showwarning`` for the command: ``<prog>: warning: <message>`` on stderr."""
 
@@ -112,38 +122,142 @@ def _one_line_warning(prog: str):
     return show
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``twin`` console script; returns the exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    prog = " ".join(
-        ["twin", args.command, *([args.action] if getattr(args, "action", None) else [])]
-    )
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background: Ctrl-C
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # must still stop the arm
-    previous_term = signal.signal(signal.SIGTERM, _terminate)
-    if not args.debug:  # a warning (a slow control loop, say) is one line, as errors are
-        warnings.showwarning = _one_line_warning(prog)
+class _Signals:
+    """SIGINT and SIGTERM during one run of ``main`` (module doc): the first raises
+    ``KeyboardInterrupt`` (``Terminated`` for SIGTERM) unless ``shielded``; every later one, and
+    any while shielded, is only counted in ``received``."""
+
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+        self.received: list[int] = []  # signal numbers, in order
+        self.shielded = False
+        self._previous: dict[int, object] = {}
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def shield(self) -> None:
+        """From now on a signal no longer raises: the run is on its way out."""
+        self.shielded = True
+
+    def _handle(self, signum: int, frame) -> None:
+        self.received.append(signum)
+        if not self.shielded:
+            self.shielded = True  # the unwinding that starts here must not be cut short
+            raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        if len(self.received) == 2:  # say once why the signal did not stop the command at once
+            _note(
+                f"{self.prog}: stopping: every robot is being closed (the arm parked, the "
+                "ports closed); a signal cannot cut this short (SIGKILL can)"
+            )
+
+    def exit_code(self, interrupt: BaseException | None = None) -> int | None:
+        """130 (SIGINT) or 143 (SIGTERM) for the first signal of the run, or ``None``."""
+        if isinstance(interrupt, Terminated) or (
+            interrupt is None and self.received and self.received[0] == signal.SIGTERM
+        ):
+            return EXIT_INTERRUPTED + 13
+        if interrupt is not None or self.received:
+            return EXIT_INTERRUPTED
+        return None
+
+
+def _say(line: str) -> None:
+    """One line on stderr (a closed stderr is ignored)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def _note(line: str) -> None:
+    """One line on stderr from a signal handler: one ``os.write`` of the descriptor (no buffered
+    writer that the interrupted code may be in the middle of), else ``_say``."""
     try:
-        return int(args.func(args))
-    except BrokenPipeError:  # the reader went away (``twin info | head``): not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except KeyboardInterrupt as interrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup
-        backends.close_open_robots()
-        what = "terminated" if isinstance(interrupt, Terminated) else "interrupted"
-        print(f"{prog}: {what}: the arm holds its position, every port is closed", file=sys.stderr)
-        if args.debug:
-            raise
-        return EXIT_INTERRUPTED + (13 if isinstance(interrupt, Terminated) else 0)
-    except Exception as error:
-        verdict = None if args.debug else classify(error)
-        if verdict is None:
-            raise
-        backends.close_open_robots()
-        code, message = verdict
-        print(f"{prog}: error: {message}", file=sys.stderr)
-        return code
+        fd = sys.stderr.fileno()
+    except (OSError, ValueError, AttributeError):  # a captured stderr (tests in one process)
+        _say(line)
+        return
+    with contextlib.suppress(OSError):
+        os.write(fd, (line + "\n").encode())
+
+
+def _interrupted_line(signals: _Signals, interrupt: BaseException | None) -> str:
+    terminated = isinstance(interrupt, Terminated) or (
+        interrupt is None and signals.received[0] == signal.SIGTERM
+    )
+    what = "terminated" if terminated else "interrupted"
+    return f"{signals.prog}: {what}: the arm holds its position, every port is closed"
+
+
+def _after_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` was raised while a ``KeyboardInterrupt`` unwound (its context chain)."""
+    seen = error.__context__
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__context__
+    return False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``twin`` console script; returns the exit code (module doc)."""
+    signals = _Signals("twin")
+    try:
+        return _run(list(sys.argv[1:] if argv is None else argv), signals)
     finally:
-        signal.signal(signal.SIGTERM, previous_term)
+        signals.restore()
+
+
+def _run(argv: list[str], signals: _Signals) -> int:
+    """Parse ``argv``, run the subcommand and report how it ended (``main``). The handlers are
+    installed first (also when started in the background, SIGINT ignored: Ctrl-C must still stop
+    the arm) and shielded on the way out."""
+    args, interrupt, code = None, None, 0
+    try:
+        try:
+            signals.install()
+            args = build_parser().parse_args(argv)
+            signals.prog = " ".join(
+                ["twin", args.command, *([args.action] if getattr(args, "action", None) else [])]
+            )
+            if not args.debug:  # a warning (a slow control loop, say) is one line, as errors are
+                warnings.showwarning = _one_line_warning(signals.prog)
+            code = int(args.func(args))
+        finally:
+            signals.shield()
+    except BrokenPipeError:  # the reader went away (``twin info | head``): not an error
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except KeyboardInterrupt as caught:  # also raised by code that held a signal back
+        signals.shield()
+        interrupt = caught
+        backends.close_open_robots()
+        if getattr(args, "debug", False):
+            _say(_interrupted_line(signals, interrupt))
+            raise
+    except Exception as error:
+        if getattr(args, "debug", False):
+            raise
+        backends.close_open_robots()
+        verdict = classify(error)
+        if verdict is None:  # a bug: its traceback, exit code 1 (as Python's own)
+            with contextlib.suppress(OSError, ValueError):
+                traceback.print_exception(error, file=sys.stderr)
+            code = 1
+        else:
+            code, message = verdict
+            after = _after_interrupt(error)
+            _say(
+                f"{signals.prog}: error: {message}" + " (while stopping after an interrupt)" * after
+            )
+            if after:
+                return code  # the cleanup did not end as the interrupted line would say
+    signalled = signals.exit_code(interrupt)
+    if signalled is None:
+        return code
+    _say(_interrupted_line(signals, interrupt))
+    return signalled

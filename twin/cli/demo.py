@@ -1,4 +1,7 @@
-"""``twin demo``: one pass through the product (``twin.demo``), a summary table and a report."""
+"""``twin demo``: one pass through the product (``twin.demo``), a summary table and a report.
+
+While it runs, one line as each motion starts (``[..] pick: moving (free, 1.8 s)``) and one as
+each step ends (``[ok] pick: ...``); the table and the report after."""
 
 from __future__ import annotations
 
@@ -28,6 +31,12 @@ def summary_table(steps):
     return table
 
 
+def _progress_line(line: str) -> None:
+    """One progress line of the demo (a motion starts, a step ends), on stdout at once: above the
+    progress bar on a terminal, line by line through a pipe."""
+    print(line, flush=True)
+
+
 def run_demo(args: argparse.Namespace) -> int:
     """``twin demo``: run ``twin.demo.run_demo``, print the table; exit 1 if a step failed."""
     from rich.console import Console
@@ -48,6 +57,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 out=args.out,
                 progress=args.progress,
+                print_fn=_progress_line,
                 robot=robot,
                 **options,
             )

@@ -1,0 +1,92 @@
+"""Every way out of ``twin.cli.main`` is an exit code and a few clean lines, whatever signal
+arrives when: a real ``main`` in a subprocess (``cli_signal_helper.py``: one more subcommand that
+fails or cleans up on purpose, and waits at each stage for a line on stdin), real signals sent
+once it has printed the stage's line. Before the fix a Ctrl-C while an error was being reported
+escaped as a traceback (exit -2) and a second Ctrl-C could cut a cleanup short."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+import pytest
+from cli_helpers import TWIN, clean_env, stderr_lines
+from cli_signal_helper import Helper
+
+ERROR_LINE = "twin fail: error: the helper failed on purpose; expected nothing else"
+NOTE = (
+    "twin fail: stopping: every robot is being closed (the arm parked, the ports closed); "
+    "a signal cannot cut this short (SIGKILL can)"
+)
+
+
+@pytest.fixture
+def helper():
+    started: list[Helper] = []
+
+    def start(when: str) -> Helper:
+        started.append(Helper(when, clean_env()))
+        return started[-1]
+
+    yield start
+    for h in started:
+        h.kill()
+
+
+def test_the_helper_fails_with_the_error_line_and_exit_code_2_when_left_alone(helper):
+    h = helper("report")
+    h.wait_for("reporting")
+    h.go_on()
+    code, _, err = h.finish()
+    assert code == 2, err
+    assert stderr_lines(err) == [ERROR_LINE]
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "what"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+)
+def test_a_signal_while_an_error_is_reported_ends_the_report_then_exits_130_or_143(
+    helper, signum, code, what
+):
+    h = helper("report")
+    h.wait_for("reporting")  # main is formatting the error's message
+    h.proc.send_signal(signum)
+    h.go_on()
+    got, _, err = h.finish()
+    assert "Traceback" not in err, err
+    assert got == code, err
+    assert stderr_lines(err) == [
+        ERROR_LINE,
+        f"twin fail: {what}: the arm holds its position, every port is closed",
+    ]
+
+
+def test_a_second_ctrl_c_does_not_cut_the_cleanup_short(helper):
+    h = helper("cleanup")
+    h.wait_for("running")
+    h.proc.send_signal(signal.SIGINT)  # the first: KeyboardInterrupt, the cleanup starts
+    h.wait_for("cleaning")
+    h.proc.send_signal(signal.SIGINT)  # the second, while the cleanup waits
+    h.proc.send_signal(signal.SIGTERM)  # and a third, of the other kind
+    h.go_on()
+    code, out, err = h.finish()
+    assert "Traceback" not in err, err
+    assert out[-1] == "cleaned", out  # the cleanup ran to its end
+    assert code == 130, err  # the first signal's code
+    assert stderr_lines(err) == [
+        NOTE,  # once, for the second signal
+        "twin fail: interrupted: the arm holds its position, every port is closed",
+    ]
+
+
+def test_a_closed_stdout_is_exit_code_0_without_a_traceback():
+    twin = subprocess.Popen(
+        [*TWIN, "info"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env()
+    )
+    first = twin.stdout.readline()  # read one line, then go away as `head -1` does
+    twin.stdout.close()
+    err = twin.stderr.read().decode()
+    assert twin.wait(timeout=120) == 0, err
+    assert first.startswith(b"arm model:")
+    assert stderr_lines(err) == [], err
