@@ -3,6 +3,8 @@ and configuration, the WitMotion configuration and samples."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from twin.hardware.clock import ManualClock
@@ -69,6 +71,28 @@ def test_bus_errors_are_typed(bus):
     assert drv.hardware_errors(IDS) == {4: HardwareError.OVERHEATING}
     drv.reboot(4)
     assert drv.hardware_errors(IDS) == {} and drv.alert_ids == set()
+
+
+def test_a_reply_that_came_while_the_host_did_not_run_is_taken_at_the_deadline(bus):
+    """A loaded host's thread can wake from its reply wait only after the deadline although the
+    reply came in time (here its first wait returns late and empty, as a descheduled thread's
+    poll does): the bytes already in the port are read before the reply is declared lost."""
+    drv, _emu = bus
+    receive, late = drv.link.receive, []
+
+    def descheduled(timeout_s: float) -> bytes:
+        if late or timeout_s == 0:  # (a look at what waits: the request's late-reply check)
+            return receive(timeout_s)
+        late.append(timeout_s)
+        time.sleep(timeout_s + 0.1)  # the servo answers within about a millisecond meanwhile
+        return b""
+
+    drv.link.receive = descheduled
+    assert drv.ping(1, timeout_s=0.02) == (1020, 46)
+    assert late == [pytest.approx(0.02, abs=0.005)] and drv.stats.timeouts == 0
+    with pytest.raises(ReplyTimeoutError):  # nothing in the port: still a timeout
+        drv.ping(9, timeout_s=0.02)
+    assert drv.stats.timeouts == 1
 
 
 def test_bus_refuses_commands_once_the_port_is_gone(bus):

@@ -54,6 +54,10 @@ INIT_REPLY_TIMEOUT_S = 0.25  # reply timeout during the connection set-up (on_co
 #: Unanswered fast sync reads before a set of servos is taken not to have it (more than one, so
 #: that a stall of a loaded host at connection time does not cost the fast read for good).
 FAST_READ_PROBES = 2
+#: Reads of the bytes already waiting once a reply's deadline has passed (``_late_bytes``): a
+#: reply that came while a late-waking host did not run is still taken, a babbling device does
+#: not hold the wait open.
+LATE_LOOKS = 4
 
 
 @dataclass
@@ -180,6 +184,18 @@ class DynamixelBus(LinkedDevice):
         if data:
             self.data_received(data)
 
+    def _late_bytes(self, look: int) -> bool:
+        """At a reply's deadline (``_cond`` held), look ``look`` (1, 2, ...): read the bytes that
+        are already waiting and say whether any came. A host that wakes late (a loaded machine)
+        must not take a reply the port already holds for a lost one; a reply still on its way
+        is not waited for, and after ``LATE_LOOKS`` looks a device that keeps sending does not
+        hold the wait open. A reader-thread link has handed over what it read already: False."""
+        if look > LATE_LOOKS or not self.link.direct_read:
+            return False
+        seen = self._rx_bytes
+        self._wait_rx(0.0)
+        return self._rx_bytes != seen
+
     def connection_lost(self, reason: str, exc: BaseException | None) -> None:
         with self._cond:
             self._cond.notify_all()
@@ -285,6 +301,7 @@ class DynamixelBus(LinkedDevice):
         out = []
         deadline = time.monotonic() + timeout_s
         later = tuple(reply_ids)
+        looks = 0  # past the deadline
         with self._cond:
             for k, pid in enumerate(reply_ids):
                 while True:
@@ -306,7 +323,7 @@ class DynamixelBus(LinkedDevice):
                             f"{self.link.name}: port lost while waiting for servo {pid}"
                         )
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0:
+                    if remaining <= 0 and not self._late_bytes(looks := looks + 1):
                         self.stats.timeouts += count_timeout
                         raise ReplyTimeoutError(
                             f"{self.link.name}: no status packet from servo {pid} within "
@@ -337,8 +354,8 @@ class DynamixelBus(LinkedDevice):
             want, receive = layout.reply_bytes, self.link.receive
             wire = receive(timeout_s)
             while wire and len(wire) < want:
-                remaining = deadline - time.monotonic()
-                more = receive(remaining) if remaining > 0 else b""
+                # past the deadline, one look at what came while this thread did not run
+                more = receive(max(deadline - time.monotonic(), 0.0))
                 if not more:
                     break
                 wire += more
@@ -412,6 +429,7 @@ class DynamixelBus(LinkedDevice):
             got: dict[int, dxl.StatusPacket] = {}
             total = len(ids) * (dxl.MIN_PACKET_LENGTH + 1 + length)
             deadline = time.monotonic() + self.reply_timeout_s
+            looks = 0  # past the deadline
             with self._cond:
                 while True:
                     while self._replies:
@@ -425,7 +443,7 @@ class DynamixelBus(LinkedDevice):
                     if self.link.state in (LinkState.LOST, LinkState.CLOSED):
                         raise DisconnectedError(f"{self.link.name}: port lost during a sync read")
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0:
+                    if remaining <= 0 and not self._late_bytes(looks := looks + 1):
                         break
                     self._wait_rx(remaining)
         self._check(list(got.values()), Instruction.SYNC_READ)
