@@ -317,11 +317,14 @@ def run_demo(
     print_fn: Callable[[str], None] | None = None,
     gripper: Gripper | None = None,
     robot: Robot | None = None,
+    plots: bool = True,
     **options,
 ) -> list[DemoStep]:
     """Run the demo (module doc); returns its steps (name, figure, ok, data).
 
     ``out``: a folder for the report (``twin.report.write_report``; None: no report).
+    ``plots``: False writes the report's figures.json and trace.npz without its PNGs (and renders
+    no snapshot), for a caller that only reads the figures.
     ``progress``: show a progress bar (``rich``). ``print_fn``: called with one line per step.
     ``gripper``: what holds the picked object (default: the robot itself when it can carry a
     payload, as the simulated arm can; otherwise none, and the weighing step is skipped).
@@ -366,7 +369,10 @@ def run_demo(
                 joint_names=run.model.joint_names,
                 snapshot=render_snapshot(
                     SCENE, run.robot.read().q if run.place_q is None else run.place_q, seed=seed
-                ),
+                )
+                if plots
+                else None,
+                plots=plots,
             )
     return steps
 
