@@ -195,6 +195,7 @@ def test_hardware_demo_passes_every_step(hardware_run):
     policy = next(s for s in steps if s.name == "policy").data
     assert policy["failed_cycles"] <= 0.02 * policy["cycles"]
     assert report["summary"]["all_paths_collision_free"]
+    assert report["plots"] == {} and report["trace"]["samples"] > 2000  # plots=False: no PNG
 
 
 def test_hardware_demo_agrees_with_the_sim_run_within_quantisation(sim_report, hardware_run):
