@@ -12,7 +12,19 @@ import twin  # noqa: F401  (registers the environment ids)
 sb3 = pytest.importorskip("stable_baselines3")
 
 
-def test_sac_with_her_trains_on_reach_goal():
+@pytest.fixture
+def one_torch_thread():
+    """Torch on one thread while the test runs: a 32 x 32 network gains nothing from more, and
+    on a shared machine its worker threads wait on each other (ten times slower)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_sac_with_her_trains_on_reach_goal(one_torch_thread):
     from stable_baselines3 import SAC, HerReplayBuffer
 
     env = gym.make("twin/ReachGoal-v0")
@@ -20,6 +32,7 @@ def test_sac_with_her_trains_on_reach_goal():
         "MultiInputPolicy",
         env,
         replay_buffer_class=HerReplayBuffer,
+        buffer_size=1_000,  # room for every step of the run (the default 1e6 takes seconds to set up)
         replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
         learning_starts=100,
         batch_size=64,

@@ -1,6 +1,8 @@
 """Bounded observation spaces and the goal-conditioned forms: every observation inside its space
-over 100 random episodes per environment (randomised: the widest spread of states);
-``compute_reward`` equals the step reward on the same 1,000 transitions, batched."""
+over 100 random episodes per environment (randomised: the widest spread of states; one run of
+the goal form gives both forms' observations, the flat environment's own first episodes equal
+to them bit for bit); ``compute_reward`` equals the step reward on the same 1,000 transitions,
+batched."""
 
 from __future__ import annotations
 
@@ -14,37 +16,90 @@ from twin.env.randomization import Randomization
 EPISODES, STEPS = 100, 10  # 1,000 transitions per environment
 
 
+#: The flat form of each goal-conditioned environment (the same class and physics).
+FLAT_OF = dict(zip(GOAL_ENV_IDS, ENV_IDS, strict=True))
+#: Episodes the flat environment itself runs, to show that its observations are the goal form's
+#: flat ones bit for bit (so that one set of 100 episodes serves both forms).
+DIRECT_EPISODES = 3
+
+
 def _actions(rng: np.random.Generator, episode: int) -> np.ndarray:
     """Uniform actions, and every third episode bang-bang (+-1) to drive the joints hardest."""
     a = rng.uniform(-1.0, 1.0, size=(STEPS, 6))
     return np.sign(a) if episode % 3 == 0 else a
 
 
-def _collect(env_id: str, **kwargs) -> dict:
-    rng = np.random.default_rng(0)
-    out = {"obs": [], "rewards": [], "infos": [], "space": None}
-    with gym.make(env_id, **kwargs) as env:
-        out["space"] = env.observation_space
-        out["compute_reward"] = env.unwrapped.compute_reward
-        names = np.concatenate([[n] * k for n, k, _ in env.unwrapped.task.layout])
-        out["names"] = names[env.unwrapped._free] if env.unwrapped.goal_conditioned else names
-        for episode in range(EPISODES):
-            obs, _ = env.reset(seed=episode)
+def _rollout(env, actions: list[np.ndarray]) -> dict:
+    """Seeded episodes (episode k reset with seed k, then ``actions[k]`` until it ends)."""
+    out = {"obs": [], "rewards": [], "infos": [], "space": env.observation_space}
+    out["compute_reward"] = env.unwrapped.compute_reward
+    names = np.concatenate([[n] * k for n, k, _ in env.unwrapped.task.layout])
+    out["names"] = names[env.unwrapped._free] if env.unwrapped.goal_conditioned else names
+    for episode, episode_actions in enumerate(actions):
+        obs, _ = env.reset(seed=episode)
+        out["obs"].append(obs)
+        for a in episode_actions:
+            obs, reward, terminated, truncated, info = env.step(a.astype(np.float32))
             out["obs"].append(obs)
-            for a in _actions(rng, episode):
-                obs, reward, terminated, truncated, info = env.step(a.astype(np.float32))
-                out["obs"].append(obs)
-                out["rewards"].append(reward)
-                out["infos"].append(info)
-                if terminated or truncated:
-                    break
+            out["rewards"].append(reward)
+            out["infos"].append(info)
+            if terminated or truncated:
+                break
     return out
 
 
+def _collect(goal_id: str, **kwargs) -> dict:
+    """The goal form's episodes, the flat form's (the flat observations the goal form computes
+    on its way, its ``_output``'s argument, in the flat environment's space), and the flat
+    environment's own first ``DIRECT_EPISODES`` episodes."""
+    rng = np.random.default_rng(0)
+    actions = [_actions(rng, episode) for episode in range(EPISODES)]
+    with gym.make(goal_id, **kwargs) as env:
+        flat_obs = []
+        output = env.unwrapped._output
+
+        def keep(obs):
+            flat_obs.append(obs.copy())
+            return output(obs)
+
+        env.unwrapped._output = keep
+        goal = _rollout(env, actions)
+    with gym.make(FLAT_OF[goal_id], **kwargs) as env:
+        direct = _rollout(env, actions[:DIRECT_EPISODES])
+    flat = {**direct, "obs": flat_obs, "rewards": goal["rewards"], "infos": goal["infos"]}
+    return {goal_id: goal, FLAT_OF[goal_id]: flat, "direct": direct}
+
+
+@pytest.fixture(scope="module")
+def collected() -> dict:
+    """goal env id -> ``_collect``'s rollouts, each collected once, when first needed."""
+    return {}
+
+
+def _rollouts_of(collected: dict, env_id: str) -> dict:
+    goal_id = next(g for g, f in FLAT_OF.items() if env_id in (g, f))
+    if goal_id not in collected:
+        # Physics, delays and sensor readings randomised: the widest spread of states.
+        collected[goal_id] = _collect(goal_id, randomize=Randomization())
+    return collected[goal_id]
+
+
 @pytest.fixture(scope="module", params=ENV_IDS + GOAL_ENV_IDS)
-def rollouts(request):
-    # Physics, delays and sensor readings randomised: the widest spread of states.
-    return request.param, _collect(request.param, randomize=Randomization())
+def rollouts(request, collected):
+    return request.param, _rollouts_of(collected, request.param)[request.param]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_the_flat_env_steps_as_the_goal_forms_flat_observations(collected, env_id):
+    data = _rollouts_of(collected, env_id)
+    flat, direct = data[env_id], data["direct"]
+    n = len(direct["obs"])
+    assert n >= DIRECT_EPISODES * 2 and len(flat["obs"]) == EPISODES * (STEPS + 1)
+    for k in range(n):  # bit for bit: the same physics, draws and clip
+        np.testing.assert_array_equal(direct["obs"][k], flat["obs"][k], err_msg=f"{env_id} {k}")
+    assert direct["rewards"] == flat["rewards"][: len(direct["rewards"])]
+    for a, b in zip(direct["infos"], flat["infos"], strict=False):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a), (a, b)
 
 
 def test_spaces_are_bounded(rollouts):

@@ -320,11 +320,14 @@ def run_demo(
     print_fn: Callable[[str], None] | None = None,
     gripper: Gripper | None = None,
     robot: Robot | None = None,
+    plots: bool = True,
     **options,
 ) -> list[DemoStep]:
     """Run the demo (module doc); returns its steps (name, figure, ok, data).
 
     ``out``: a folder for the report (``twin.report.write_report``; None: no report).
+    ``plots``: False writes the report's figures.json and trace.npz without its PNGs (and renders
+    no snapshot), for a caller that only reads the figures.
     ``progress``: show a progress bar (``rich``). ``print_fn``: called with one line just before
     each motion starts (``[..] pick: moving (free, 1.8 s)``) and one as each step ends (``[ok]
     pick: <figure>``).
@@ -373,7 +376,10 @@ def run_demo(
                 joint_names=run.model.joint_names,
                 snapshot=render_snapshot(
                     SCENE, run.robot.read().q if run.place_q is None else run.place_q, seed=seed
-                ),
+                )
+                if plots
+                else None,
+                plots=plots,
             )
     return steps
 

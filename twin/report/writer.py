@@ -70,13 +70,15 @@ def write_report(
     thresholds: dict[str, float],
     joint_names: Sequence[str],
     snapshot: tuple[np.ndarray, Camera] | None = None,
+    plots: bool = True,
 ) -> dict:
-    """Write the report folder ``out`` (module doc); returns the JSON written."""
+    """Write the report folder ``out`` (module doc); returns the JSON written. ``plots=False``:
+    figures.json and trace.npz only (no PNG; ``plots`` in the JSON is then empty)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t, phase = trace["t_s"], trace["phase"]
     files = {}
-    if len(t):
+    if plots and len(t):
         files["joints.png"] = figures.joints(t, trace["q"], trace["q_des"], phase, joint_names)
         weigh = next(
             (st.data for st in steps if st.name == "weigh" and "expected_n" in st.data), None
@@ -98,9 +100,9 @@ def write_report(
     ]
     reaches = [(f"policy {k + 1} (URDF tcp)", p.path) for k, p in enumerate(policy)]
     targets = np.array([p.target[:3] for p in policy]).reshape(-1, 3)
-    if series or reaches:
+    if plots and (series or reaches):
         files["tcp_path.png"] = figures.tcp_paths(series, reaches, targets)
-    if snapshot is not None and series:
+    if plots and snapshot is not None and series:
         image, camera = snapshot
         files["snapshot.png"] = figures.snapshot(
             image, camera, [s[:2] for s in series], reaches, targets

@@ -279,7 +279,10 @@ def pick_place(robot: Robot, scenario: Scenario, plant: Plant | None) -> dict[st
 
     gripper = None if plant is None else PayloadGripper(plant)
     with tempfile.TemporaryDirectory() as out:
-        steps = run_demo(None, seed=scenario.seed, out=out, robot=robot, gripper=gripper)
+        # the report's figures only: no PNG is drawn into a folder that is deleted unread
+        steps = run_demo(
+            None, seed=scenario.seed, out=out, robot=robot, gripper=gripper, plots=False
+        )
         summary = json.loads((pathlib.Path(out) / "figures.json").read_text())["summary"]
     ok = int(sum(bool(s.ok) for s in steps)) if len(steps) == len(STEP_NAMES) else 0
     return {"steps_ok": ok, **{k: summary[k] for k in METRICS["pick_place"][1:]}}
