@@ -164,6 +164,35 @@ def test_samples_around_the_roots_take_a_search_out_of_a_pocket(monkeypatch):
     assert not any(solved(seed) for seed in range(4))
 
 
+def test_lazy_extensions_leave_only_checked_edges_on_the_path():
+    """The compiled search checks an extension's edge only when a connection uses it: its raw
+    paths (before smoothing) are free edge by edge, in the certified check and in PyBullet's
+    exact geometry, and replay."""
+    model, settings = load_ur5_spherized()
+    ur5 = Planner(settings, model=model)
+    rng = np.random.default_rng([0, 19])
+    scene = clutter_scene(ur5.checker.robot.origin_1(), rng)
+    ur5.set_obstacles(obstacles_from_scene(scene))
+    chk = ur5.checker
+    assert chk.compiled
+    pairs = model.disabled_collision_pairs
+    with ExactChecker(model.urdf_path, scene, disabled_pairs=pairs) as exact:
+        queries = [(np.array(POCKET_START), np.array(POCKET_GOAL))]
+        queries += make_queries(ur5, exact, rng, 3)
+        for i, (start, goal) in enumerate(queries):
+            r = rrt.rrt_connect(
+                chk, start, goal, np.random.default_rng(i), settings.rrt_step, 20000
+            )
+            assert r.path is not None
+            assert np.array_equal(r.path[0], start) and np.array_equal(r.path[-1], goal)
+            assert chk.segments_free(r.path[:-1], r.path[1:]).all()
+            assert not verify_path(exact, r.path, chk.travel)
+            again = rrt.rrt_connect(
+                chk, start, goal, np.random.default_rng(i), settings.rrt_step, 20000
+            )
+            assert np.array_equal(again.path, r.path) and again.iterations == r.iterations
+
+
 def test_root_samples_are_a_fifth_near_the_roots_and_inside_the_limits():
     lower, upper = np.full(6, -2 * np.pi), np.full(6, 2 * np.pi)
     start, goal = np.zeros(6), np.full(6, 6.0)  # the goal near the upper limits: clipped

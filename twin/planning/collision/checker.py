@@ -11,7 +11,9 @@ sphere keeps a clearance ``c_s`` from the obstacles stays clear for ``|t - t_i| 
 For a self-collision pair (a on group ``ga`` <= b's group ``gb``) only the joints ``ga + 1 ..
 gb`` move b relative to a's frame, each at most ``w_bj |dq_j|`` (``w_bj`` bounds b's distance from
 joint j's axis in every configuration), so their gap ``g`` shrinks by at most
-``sum_{ga < j <= gb} w_bj |dq_j| |t - t_i|`` (<= ``T_b``). Each free sample thus *certifies* an
+``sum_{ga < j <= gb} w_bj |dq_j| |t - t_i|`` (<= ``T_b``; joint ``ga + 1``'s term scaled by
+``min(1, d / (r_a + r_b))`` with ``d`` a's distance from its axis: ``kernel._pair_weights``). Each
+free sample thus *certifies* an
 interval of t (the minimum over spheres and pairs; ``kernel.SphereKernel.evaluate``).
 ``segments_free`` checks segments in two batched rounds: coarse samples (``COARSE_SPACING`` of
 motion apart, both ends included; the ends and one in ``_PROBE_STRIDE`` first, the others only
@@ -76,7 +78,7 @@ class MotionChecker(ABC):
         """Whether ``rrt_chunk`` (the compiled search) is available."""
         return False
 
-    def rrt_chunk(self, nodes, parent, radius, size, state, samples, step, domain) -> None:
+    def rrt_chunk(self, nodes, parent, radius, flags, size, state, samples, step, domain) -> None:
         raise NotImplementedError(f"{type(self).__name__} has no compiled search")
 
     def within_limits(self, q: np.ndarray) -> np.ndarray:
@@ -215,6 +217,7 @@ class CollisionChecker(MotionChecker):
             np.zeros((2, 1, n)),
             np.zeros((2, 1), np.int64),
             np.zeros((2, 1)),
+            np.zeros((2, 1), np.int8),
             np.ones(2, np.int64),
             np.zeros(5, np.int64),
             np.zeros((0, 1, n)),
@@ -233,13 +236,14 @@ class CollisionChecker(MotionChecker):
         self._spheres()
         return self._fast is not None
 
-    def rrt_chunk(self, nodes, parent, radius, size, state, samples, step, domain) -> None:
+    def rrt_chunk(self, nodes, parent, radius, flags, size, state, samples, step, domain) -> None:
         """Iterations of the compiled RRT-Connect (``_compiled.rrt_chunk``: the arrays' layout),
         one per row of ``samples``; only when ``compiled``."""
         self._fast.rrt_chunk(
             nodes,
             parent,
             radius,
+            flags,
             size,
             state,
             samples,
