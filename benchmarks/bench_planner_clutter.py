@@ -93,6 +93,25 @@ them RRT-Connect's extensions): cProfile of 100 queries, RRT-Connect about 60 %,
 blend radii 13 %, roadmap shortcuts 5 %. Left: a cheaper check (VAMP: eight configurations
 at once in float32).
 
+Fourth round (issue 19; the 14 slowest queries of the full run, RRT-Connect alone, 3 seeds,
+counts and CPU time, the machine at a load of 5-9): the hard queries' time is the checks (trees
+of a few hundred nodes: the nearest-node scans are small), 16.6 checks an iteration: 38 % the
+new ends of extensions (88 % of extension edges end blocked), 48 % the bisection of the free
+extension edges (12 checks each, full-cost checks of free configurations), 14 % connections.
+Batching a segment's bisection samples in float64 structure-of-arrays loops (numba) was no
+faster than the scalar check with its early exits (7-10 us against 7-8 us a configuration on
+that load), so: (1) extensions are lazy (``search.rrt`` module doc): the new end and the edge's
+middle are checked as verdicts, the edge is certified only when a connection would use it, and
+a blocked one is cut off with its subtree: RRT-Connect alone 8.8 checks an iteration, about 2x
+less CPU on those queries, the iteration counts unchanged (medians 768 against 788; without the
+middle probe 1,177: trees full of blocked edges); (2) a pair's motion bound drops the joint
+whose axis runs through the earlier sphere (``kernel._pair_weights``): VAMP's base sphere sits
+on joint 1's axis and its pair with the upper arm keeps 2.5 mm in every pose, which limited the
+certified width of 35 % of free configurations (median width 0.058 -> 0.082 of a 0.6 rad step).
+Not yet good on the mesh UR5 (``--arm ur5``, margin 1 cm): on its 4 hardest quick queries, 3
+seeds, RRT-Connect alone, lazy extensions took 89,000 iterations and 36 s against 68,000 and
+24 s (its trees grow to thousands of nodes, and blocked lazy edges cut whole subtrees).
+
 Sphere obstacles' cost: ``set_obstacles`` time and the memory it allocates (tracemalloc peak and
 what stays allocated) against the number of sphere obstacles. Before, a sphere cost about 1 ms
 and 75 KB: each obstacle stored its own float32 patch of the distance field, a block of
