@@ -484,14 +484,11 @@ def prefixes(qa, qb, lower, upper, m, out, counter):
         out[s] = prefix_one(qa[s], qb[s], lower, upper, m, w, counter)
 
 
-def nearest(nodes, flags, size, q):
-    """Index of the live node (``flags`` bit 2 clear) of ``nodes[:size]`` (N, n) nearest to q
-    (n,) (Euclidean); node 0 (the root) is always live."""
+def nearest(nodes, size, q):
+    """Index of the node of ``nodes[:size]`` (N, n) nearest to q (n,) (Euclidean)."""
     best = math.inf
     at = 0
     for i in range(size):
-        if flags[i] & 2:
-            continue
         d = 0.0
         for j in range(q.shape[0]):
             e = nodes[i, j] - q[j]
@@ -502,53 +499,12 @@ def nearest(nodes, flags, size, q):
     return at
 
 
-def end_free(q, lower, upper, m, w, counter):
-    """Whether configuration q (n,) rad is free and inside the limits (a verdict, no width)."""
-    if not inside(q, lower, upper):
-        return False
-    counter[0] += 1
-    x, rot, org, menv, mpair, mbody = w[0], w[1], w[2], w[3], w[4], w[5]
-    return check(q, False, 1.0, menv, mpair, mbody, m, x, rot, org, w[8]) >= 0.0
-
-
-def cut(parent, flags, size, i):
-    """Marks node ``i`` and every node below it dead (bit 2 of ``flags``): children come after
-    their parents, so one pass over the later nodes finds them."""
-    flags[i] |= 2
-    for j in range(i + 1, size):
-        if flags[parent[j]] & 2:
-            flags[j] |= 2
-
-
-def verify_branch(nodes, parent, flags, size, i, lower, upper, m, w, counter):
-    """Checks the unverified edges (``flags`` bit 1) from node ``i`` up to the root, clearing
-    the bit of each free one and cutting (``cut``) below each blocked one; whether all were
-    free."""
-    good = True
-    while parent[i] >= 0:
-        j = parent[i]
-        if flags[i] & 1:
-            if segment_one(nodes[j], nodes[i], lower, upper, m, w, counter, -1) & 1:
-                flags[i] &= ~1
-            else:
-                cut(parent, flags, size, i)
-                good = False
-        i = j
-    return good
-
-
-def rrt_chunk(
-    nodes, parent, radius, flags, size, state, samples, lower, upper, step, domain, m, counter
-):
+def rrt_chunk(nodes, parent, radius, size, state, samples, lower, upper, step, domain, m, counter):
     """Iterations of RRT-Connect (``search.rrt`` module doc) over the two trees ``nodes`` (2, C,
-    n) rad, ``parent`` (2, C), ``radius`` (2, C) rad (dynamic domain), ``flags`` (2, C) (bit 1:
-    the edge to the parent is not verified yet; bit 2: the node is cut off), ``size`` (2,), one
-    per row of ``samples`` (I, B, n) rad; ``state``: [active tree, found, start-tree node,
-    goal-tree node, iterations done]. ``domain``: [initial radius, minimum, alpha, retry
-    fraction]. Extensions are lazy: the new end and the edge's point at the retry fraction are
-    checked (verdicts), the edge itself when a connection would use it (``verify_branch``: a
-    blocked one is cut off and the search goes on); connections are checked as they grow. The
-    caller leaves room for every node these iterations can add."""
+    n) rad, ``parent`` (2, C), ``radius`` (2, C) rad (dynamic domain), ``size`` (2,), one per
+    row of ``samples`` (I, B, n) rad; ``state``: [active tree, found, start-tree node, goal-tree
+    node, iterations done]. ``domain``: [initial radius, minimum, alpha, retry fraction]. The caller leaves room
+    for every node these iterations can add."""
     n = nodes.shape[2]
     batch = samples.shape[1]
     w = work(m, n)
@@ -562,9 +518,9 @@ def rrt_chunk(
     for it in range(samples.shape[0]):
         a = state[0]
         b = 1 - a
-        for i in range(batch):  # extend: nearest nodes first, then the new ends, then the radii
+        for i in range(batch):  # extend: nearest nodes first, then the edges, then the radii
             target = samples[it, i]
-            j = nearest(nodes[a], flags[a], size[a], target)
+            j = nearest(nodes[a], size[a], target)
             near[i] = j
             dist = 0.0
             for k in range(n):
@@ -575,21 +531,19 @@ def rrt_chunk(
             scale = step / (dist if dist > 1e-12 else 1e-12) if dist > step else 1.0
             for k in range(n):
                 q_new[i, k] = nodes[a, j, k] + (target[k] - nodes[a, j, k]) * scale
-        for i in range(batch):  # a blocked end retries at ``domain[3]`` of the edge
-            ok[i] = keep[i] and end_free(q_new[i], lower, upper, m, w, counter)
-            j = near[i]
-            if ok[i]:  # the retry's end too: a cheap probe of the lazy edge's middle
-                for k in range(n):
-                    q_near[k] = nodes[a, j, k] + domain[3] * (q_new[i, k] - nodes[a, j, k])
-                ok[i] = end_free(q_near, lower, upper, m, w, counter)
-                if not ok[i]:
-                    part[i] = False
-                    continue
+        for i in range(batch):  # a blocked edge retries its first ``domain[3]``
+            ok[i] = (
+                keep[i]
+                and (segment_one(nodes[a, near[i]], q_new[i], lower, upper, m, w, counter, 1) & 1)
+                == 1
+            )
             part[i] = keep[i] and not ok[i]
-            if part[i]:
+            if part[i]:  # blocked: the first ``domain[3]`` of the edge
+                j = near[i]
                 for k in range(n):
                     q_new[i, k] = nodes[a, j, k] + domain[3] * (q_new[i, k] - nodes[a, j, k])
-                part[i] = end_free(q_new[i], lower, upper, m, w, counter)
+                bits = segment_one(nodes[a, j], q_new[i], lower, upper, m, w, counter, 1)
+                part[i] = (bits & 1) == 1
         count = 0
         for i in range(batch):
             if not keep[i]:
@@ -608,61 +562,41 @@ def rrt_chunk(
                 nodes[a, s] = q_new[i]
                 parent[a, s] = near[i]
                 radius[a, s] = math.inf
-                flags[a, s] = 1
                 size[a] = s + 1
                 new_nodes[count] = s
                 count += 1
         hit_a = -1
         hit_b = -1
-        for i in range(count):  # connect: the other tree straight towards every new node
-            if hit_a >= 0 or flags[a, new_nodes[i]] & 2:
-                continue
-            target = nodes[a, new_nodes[i]]
-            j = nearest(nodes[b], flags[b], size[b], target)
-            q_near[:] = nodes[b, j]
-            frac = prefix_one(q_near, target, lower, upper, m, w, counter)
-            dist = 0.0
-            for k in range(n):
-                e = target[k] - q_near[k]
-                dist += e * e
-            dist = math.sqrt(dist)
-            if frac <= 0.0 or dist < 1e-12:
-                continue
-            pieces = max(1, math.ceil(frac * dist / step))
-            par = j
-            for p in range(1, pieces + 1):
-                s = size[b]
-                if frac >= 1.0 and p == pieces:
-                    nodes[b, s] = target
-                else:
-                    f = frac * p / pieces
-                    for k in range(n):
-                        nodes[b, s, k] = q_near[k] + f * (target[k] - q_near[k])
-                parent[b, s] = par
-                radius[b, s] = math.inf
-                flags[b, s] = 0
-                size[b] = s + 1
-                par = s
-            if frac >= 1.0:  # a connection: its lazy edges are checked now (both branches)
-                good = verify_branch(
-                    nodes[a],
-                    parent[a],
-                    flags[a],
-                    size[a],
-                    new_nodes[i],
-                    lower,
-                    upper,
-                    m,
-                    w,
-                    counter,
-                )
-                good = (
-                    verify_branch(
-                        nodes[b], parent[b], flags[b], size[b], par, lower, upper, m, w, counter
-                    )
-                    and good
-                )
-                if good:
+        if count > 0:  # connect: the other tree straight towards every new node
+            for i in range(count):
+                near[i] = nearest(nodes[b], size[b], nodes[a, new_nodes[i]])
+            for i in range(count):
+                target = nodes[a, new_nodes[i]]
+                j = near[i]
+                q_near[:] = nodes[b, j]
+                frac = prefix_one(q_near, target, lower, upper, m, w, counter)
+                dist = 0.0
+                for k in range(n):
+                    e = target[k] - q_near[k]
+                    dist += e * e
+                dist = math.sqrt(dist)
+                if frac <= 0.0 or dist < 1e-12:
+                    continue
+                pieces = max(1, math.ceil(frac * dist / step))
+                par = j
+                for p in range(1, pieces + 1):
+                    s = size[b]
+                    if frac >= 1.0 and p == pieces:
+                        nodes[b, s] = target
+                    else:
+                        f = frac * p / pieces
+                        for k in range(n):
+                            nodes[b, s, k] = q_near[k] + f * (target[k] - q_near[k])
+                    parent[b, s] = par
+                    radius[b, s] = math.inf
+                    size[b] = s + 1
+                    par = s
+                if frac >= 1.0 and hit_a < 0:
                     hit_a = new_nodes[i]
                     hit_b = par
         state[4] += 1
@@ -678,8 +612,7 @@ def rrt_chunk(
 
 _HELPERS = (
     fk, motions, pair_ratio, check, _queue_size, work, set_motions, row_motions, inside, point,
-    sweep, segment_forward, segment_one, blend_one, prefix_one, nearest, end_free, cut,
-    verify_branch,
+    sweep, segment_forward, segment_one, blend_one, prefix_one, nearest,
 )  # fmt: skip
 _ENTRIES = (evaluate, segments, prefixes, blends, rrt_chunk)
 

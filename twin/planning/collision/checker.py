@@ -78,7 +78,7 @@ class MotionChecker(ABC):
         """Whether ``rrt_chunk`` (the compiled search) is available."""
         return False
 
-    def rrt_chunk(self, nodes, parent, radius, flags, size, state, samples, step, domain) -> None:
+    def rrt_chunk(self, nodes, parent, radius, size, state, samples, step, domain) -> None:
         raise NotImplementedError(f"{type(self).__name__} has no compiled search")
 
     def within_limits(self, q: np.ndarray) -> np.ndarray:
@@ -217,7 +217,6 @@ class CollisionChecker(MotionChecker):
             np.zeros((2, 1, n)),
             np.zeros((2, 1), np.int64),
             np.zeros((2, 1)),
-            np.zeros((2, 1), np.int8),
             np.ones(2, np.int64),
             np.zeros(5, np.int64),
             np.zeros((0, 1, n)),
@@ -236,14 +235,13 @@ class CollisionChecker(MotionChecker):
         self._spheres()
         return self._fast is not None
 
-    def rrt_chunk(self, nodes, parent, radius, flags, size, state, samples, step, domain) -> None:
+    def rrt_chunk(self, nodes, parent, radius, size, state, samples, step, domain) -> None:
         """Iterations of the compiled RRT-Connect (``_compiled.rrt_chunk``: the arrays' layout),
         one per row of ``samples``; only when ``compiled``."""
         self._fast.rrt_chunk(
             nodes,
             parent,
             radius,
-            flags,
             size,
             state,
             samples,

@@ -9,13 +9,8 @@ the rest uniformly in the limits. Randomness comes only from the generator passe
 replays exactly.
 With the compiled checks (``CollisionChecker.compiled``) the whole loop runs compiled
 (``collision._compiled.rrt_chunk``) in chunks of ``CHUNK_ITERATIONS`` iterations, the deadline
-looked at between chunks, and its extensions are lazy: an extension checks its new end and the
-middle of its edge (verdicts only, no certified widths), and the edge itself is certified only
-when a connection would use it; a blocked one cuts its node and the nodes below it out of the
-tree and the search goes on. Most extension edges never lie on the path: on the UR5 clutter
-problem (14 hard queries, 3 seeds, RRT-Connect alone) about half the checks a query and 2x
-its CPU time (the verdict-only checks of blocked ends exit early; an edge certified whole took
-12 checks). The numpy loop checks every edge as it grows (the same rules otherwise).
+looked at between chunks: the same steps without numpy's per-call cost, which was most of a
+small iteration.
 """
 
 from __future__ import annotations
@@ -175,7 +170,6 @@ def _rrt_compiled(query: _Query) -> RrtResult:
     nodes = np.empty((2, cap, n))
     parent = np.full((2, cap), -1, dtype=np.int64)
     radius = np.full((2, cap), np.inf)
-    flags = np.zeros((2, cap), dtype=np.int8)  # lazy edge, cut node (``_compiled.rrt_chunk``)
     nodes[0, 0], nodes[1, 0] = query.start, query.goal
     size = np.ones(2, dtype=np.int64)
     state = np.zeros(5, dtype=np.int64)  # active, found, start-tree node, goal-tree node, its
@@ -192,13 +186,12 @@ def _rrt_compiled(query: _Query) -> RrtResult:
                 np.empty((2, cap, n)),
                 np.full((2, cap), -1, np.int64),
                 np.full((2, cap), np.inf),
-                np.zeros((2, cap), np.int8),
             )
-            for new, old in zip(grown, (nodes, parent, radius, flags)):
+            for new, old in zip(grown, (nodes, parent, radius)):
                 new[:, : old.shape[1]] = old
-            nodes, parent, radius, flags = grown
+            nodes, parent, radius = grown
         samples = _samples(query, k)
-        checker.rrt_chunk(nodes, parent, radius, flags, size, state, samples, step, domain)
+        checker.rrt_chunk(nodes, parent, radius, size, state, samples, step, domain)
         done = int(state[4])
         if state[1]:
             path = _branch(nodes[0], parent[0], int(state[2]))[::-1]
