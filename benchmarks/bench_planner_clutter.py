@@ -93,6 +93,27 @@ them RRT-Connect's extensions): cProfile of 100 queries, RRT-Connect about 60 %,
 blend radii 13 %, roadmap shortcuts 5 %. Left: a cheaper check (VAMP: eight configurations
 at once in float32).
 
+Fourth round (issue 19; the 14 slowest queries of the full run, RRT-Connect alone, 3 seeds,
+counts and CPU time, the machine at a load of 5-9): the hard queries' time is the checks (trees
+of a few hundred nodes: the nearest-node scans are small), 16.6 checks an iteration: 38 % the
+new ends of extensions (88 % of extension edges end blocked), 48 % the bisection of the free
+extension edges (12 checks each, full-cost checks of free configurations), 14 % connections.
+Batching a segment's bisection samples in float64 structure-of-arrays loops (numba) was no
+faster than the scalar check with its early exits (7-10 us against 7-8 us a configuration on
+that load). Lazy extensions (the new end and the edge's middle checked as verdicts, the edge
+certified only when a connection would use it, a blocked one cut off with its subtree) took
+RRT-Connect alone to 8.8 checks an iteration and about half the CPU on those queries, and the
+full run's p95 from 140-161 to 102-139 ms side by side; but on the mesh UR5 (``--arm ur5``,
+margin 1 cm), whose trees grow to thousands of nodes, blocked lazy edges cut whole subtrees:
+its 4 hardest quick queries took 89,000 iterations and 36 s against 68,000 and 24 s, and the
+quick run's p95 went from 0.56-0.71 s to 1.45-1.59 s. They are not in the planner (a planner
+for every arm may not trade one arm's tail for another's). Kept: a pair's motion bound drops
+the joint whose axis runs through the earlier sphere (``kernel._pair_weights``): VAMP's base
+sphere sits on joint 1's axis and its pair with the upper arm keeps 2.5 mm in every pose, which
+limited the certified width of 35 % of free configurations (median width 0.058 -> 0.082 of a
+0.6 rad step); on this problem's full run alone it leaves the figures where they were (median
+13.8 ms, p95 199 ms).
+
 Sphere obstacles' cost: ``set_obstacles`` time and the memory it allocates (tracemalloc peak and
 what stays allocated) against the number of sphere obstacles. Before, a sphere cost about 1 ms
 and 75 KB: each obstacle stored its own float32 patch of the distance field, a block of

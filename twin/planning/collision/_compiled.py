@@ -256,7 +256,7 @@ def evaluate(q, dq, want, m, ok, width, counter):
     menv = np.empty(n_env)
     mpair = np.empty(pairs.shape[0])
     mbody = np.empty(bodies.shape[0])
-    near = np.empty((n + 1, m[8].shape[0] + 1), dtype=np.int64)
+    near = m[19]  # the model's scratch of the per-group lists (``kernel.compiled_model``)
     for r in range(count):
         if want and (r == 0 or dq.shape[0] > 1):
             motions(wenv, dq[r if dq.shape[0] > 1 else 0], menv)
@@ -269,8 +269,8 @@ def evaluate(q, dq, want, m, ok, width, counter):
 
 
 def work(m, n):
-    """Scratch arrays of one thread: centres, rotations, origins, row motions, joint steps and a
-    configuration."""
+    """Scratch arrays of one thread: centres, rotations, origins, row motions, joint steps, a
+    configuration and the model's per-group lists."""
     sph, n_env, pairs, bodies = m[2], m[4], m[9], m[11]
     return (
         np.empty((sph.shape[0], 3)),
@@ -281,7 +281,7 @@ def work(m, n):
         np.empty(bodies.shape[0]),
         np.empty(n),
         np.empty(n),
-        np.empty((n + 1, m[8].shape[0] + 1), dtype=np.int64),
+        m[19],
     )
 
 

@@ -11,7 +11,9 @@ sphere keeps a clearance ``c_s`` from the obstacles stays clear for ``|t - t_i| 
 For a self-collision pair (a on group ``ga`` <= b's group ``gb``) only the joints ``ga + 1 ..
 gb`` move b relative to a's frame, each at most ``w_bj |dq_j|`` (``w_bj`` bounds b's distance from
 joint j's axis in every configuration), so their gap ``g`` shrinks by at most
-``sum_{ga < j <= gb} w_bj |dq_j| |t - t_i|`` (<= ``T_b``). Each free sample thus *certifies* an
+``sum_{ga < j <= gb} w_bj |dq_j| |t - t_i|`` (<= ``T_b``; joint ``ga + 1``'s term scaled by
+``min(1, d / (r_a + r_b))`` with ``d`` a's distance from its axis: ``kernel._pair_weights``). Each
+free sample thus *certifies* an
 interval of t (the minimum over spheres and pairs; ``kernel.SphereKernel.evaluate``).
 ``segments_free`` checks segments in two batched rounds: coarse samples (``COARSE_SPACING`` of
 motion apart, both ends included; the ends and one in ``_PROBE_STRIDE`` first, the others only

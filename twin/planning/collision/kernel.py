@@ -150,14 +150,16 @@ class SphereKernel:
         # Motion bounds over a segment, per joint step: an obstacle-checked centre moves at most
         # w_s . |dq|; a pair's gap (a on group ga <= b's group gb) shrinks at most as fast as b
         # moves relative to a's group, and only joints ga + 1 .. gb move b relative to a:
-        # sum over those j of w_bj |dq_j| (w_bj bounds b's distance from joint j's axis).
+        # sum over those j of w_bj |dq_j| (w_bj bounds b's distance from joint j's axis), the
+        # term of joint ga + 1 scaled down where a's centre lies near its axis (``_pair_weights``).
         w = c.weights[order]
-        ga, gb = group[self.pair_a], group[self.pair_b]
-        lo, hi = np.minimum(ga, gb), np.maximum(ga, gb)
-        later = np.where((gb >= ga)[:, None], w[self.pair_b], w[self.pair_a])
+        self._weights = np.vstack(
+            (
+                w[: self.n_env],
+                _pair_weights(chain, group, local, w, self.pair_a, self.pair_b, pair_r),
+            )
+        )  # (E + P, n)
         joint = np.arange(1, n + 1)
-        between = (joint[None] > lo[:, None]) & (joint[None] <= hi[:, None])
-        self._weights = np.vstack((w[: self.n_env], later * between))  # (E + P, n)
         # Body pairs (their bounding spheres contain their spheres): a body pair whose bounds
         # keep ``margin`` apart needs none of its sphere pairs (larger batches only, where the
         # bookkeeping pays). Sphere pairs of body pair i: pair_a[start[i]:start[i + 1]].
@@ -233,7 +235,8 @@ class SphereKernel:
 
     def compiled_model(self) -> tuple:
         """The model tuple of the compiled checks (``_compiled`` module doc), with the field's
-        exact spheres of its current version (rebuilt when the obstacles change)."""
+        exact spheres of its current version and the scratch of their per-group lists (both
+        rebuilt when the obstacles change; one checker is used by one thread at a time)."""
         f = self.field
         if self._model_version != f.version:
             centers, radii = f.exact_spheres()
@@ -243,7 +246,10 @@ class SphereKernel:
             uniform = f.interior_value()
             gpar = self._model_parts[7]  # [4]: 1 when the grid's interior is uniform, [5] its value
             gpar[4], gpar[5] = (0.0, 0.0) if uniform is None else (1.0, uniform)
-            self._model = (*self._model_parts, exact, *self._model_tail)
+            # [19]: the per-group lists of exact spheres (``_compiled.check``), allocated here
+            # once per obstacle set instead of on every call (rows 0 .. n: count, then indices).
+            lists = np.empty((self.n + 1, len(radii) + 1), dtype=np.int64)
+            self._model = (*self._model_parts, exact, *self._model_tail, lists)
             self._model_version = f.version
         return self._model
 
@@ -416,3 +422,47 @@ class SphereKernel:
         np.maximum(motion, 1e-12, out=motion)  # (R, N) motion bounds over the segment
         gap /= motion
         return ok, gap.min(axis=0)
+
+
+def _pair_weights(
+    chain: AnchorChain,
+    group: np.ndarray,
+    local: np.ndarray,
+    w: np.ndarray,
+    pa: np.ndarray,
+    pb: np.ndarray,
+    pair_r: np.ndarray,
+) -> np.ndarray:
+    """Bounds (P, n) m/rad of how fast each sphere pair's gap shrinks per joint speed: for
+    sphere a on group ``ga`` <= b's group ``gb`` (centres ``x_a``, ``x_b``; ``w`` (S, n) the
+    spheres' Lipschitz weights, ``group`` (S,), ``local`` (S, 3) m anchor frame, kernel order),
+    ``w_bj`` for the joints ``ga + 1 .. gb`` that move b relative to a, except joint ``ga + 1``,
+    whose axis (through ``p``, direction ``u``) is fixed in a's frame: with ``d`` the distance
+    of ``x_a`` from that axis, the joint changes ``|x_b - x_a|`` at a rate
+
+        |(u x (x_b - p)) . (x_b - x_a)| / |x_b - x_a| = |(u x (x_b - p)) . (p - x_a)| / |x_b - x_a|
+        <= w_bj d / |x_b - x_a| <= w_bj d / (r_a + r_b)
+
+    (the first part ``(u x v) . v`` is zero; ``(u x v) . z`` sees only z's part across ``u``,
+    of length ``d``; while the gap is not negative the distance is at least the sum of radii
+    ``pair_r`` (P,) m, and a certified interval ends before the gap could reach zero). So its
+    weight is ``w_bj min(1, d / pair_r)``: zero for a sphere on that axis (the UR5's base
+    sphere, on joint 1's axis: its pairs no longer see joint 1, the joint that moves the arm
+    most)."""
+    n = w.shape[1]
+    ga, gb = group[pa], group[pb]
+    lo, hi = np.minimum(ga, gb), np.maximum(ga, gb)
+    first = np.where(ga <= gb, pa, pb)  # the sphere on the earlier group
+    later = np.where((gb >= ga)[:, None], w[pb], w[pa])
+    joint = np.arange(1, n + 1)
+    between = (joint[None] > lo[:, None]) & (joint[None] <= hi[:, None])
+    out = later * between
+    for k in range(n):  # joint k + 1 for the pairs whose earlier sphere sits on group k
+        sel = (lo == k) & (hi > k)
+        if not sel.any():
+            continue
+        u = chain.p[k] @ chain.axes[k]  # joint k + 1's axis in anchor k's frame, unit
+        rel = local[first[sel]] - chain.c_trans[k]  # from a point of that axis
+        d = np.linalg.norm(rel - np.outer(rel @ u, u), axis=1)
+        out[sel, k] *= np.minimum(1.0, d / pair_r[sel])
+    return out
