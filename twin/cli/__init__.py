@@ -156,15 +156,18 @@ class _Signals:
                 "ports closed); a signal cannot cut this short (SIGKILL can)"
             )
 
+    def terminated(self, interrupt: BaseException | None) -> bool:
+        """Whether the run's stop came from SIGTERM: ``interrupt`` (the ``KeyboardInterrupt``
+        caught, if any) or else the first signal received."""
+        if interrupt is not None:
+            return isinstance(interrupt, Terminated)
+        return bool(self.received) and self.received[0] == signal.SIGTERM
+
     def exit_code(self, interrupt: BaseException | None = None) -> int | None:
         """130 (SIGINT) or 143 (SIGTERM) for the first signal of the run, or ``None``."""
-        if isinstance(interrupt, Terminated) or (
-            interrupt is None and self.received and self.received[0] == signal.SIGTERM
-        ):
-            return EXIT_INTERRUPTED + 13
-        if interrupt is not None or self.received:
-            return EXIT_INTERRUPTED
-        return None
+        if interrupt is None and not self.received:
+            return None
+        return EXIT_INTERRUPTED + 13 * self.terminated(interrupt)
 
 
 def _say(line: str) -> None:
@@ -186,10 +189,7 @@ def _note(line: str) -> None:
 
 
 def _interrupted_line(signals: _Signals, interrupt: BaseException | None) -> str:
-    terminated = isinstance(interrupt, Terminated) or (
-        interrupt is None and signals.received[0] == signal.SIGTERM
-    )
-    what = "terminated" if terminated else "interrupted"
+    what = "terminated" if signals.terminated(interrupt) else "interrupted"
     return f"{signals.prog}: {what}: the arm holds its position, every port is closed"
 
 
@@ -233,7 +233,6 @@ def _run(argv: list[str], signals: _Signals) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except KeyboardInterrupt as caught:  # also raised by code that held a signal back
-        signals.shield()
         interrupt = caught
         backends.close_open_robots()
         if getattr(args, "debug", False):
