@@ -37,12 +37,14 @@ bound at 1 Mbaud and >= 1 kHz at 4 Mbaud.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import replace
@@ -68,6 +70,7 @@ BAUDS = (57_600, 115_200, 1_000_000, 2_000_000, 3_000_000, 4_000_000)
 FREE_PERIOD_S = 1e-6  # "free-running": a period so short that no cycle ever sleeps
 HOST_CPUS, EMULATOR_CPUS = {0}, {1}  # the pinned layout (two or more cores)
 PIN_BLOCK_CYCLES = 100  # "pinned against unpinned": cycles per block, the modes alternating
+TRACE_ROWS = 8192  # the emulator's timeline: instructions recorded at most
 
 
 def _pinning_possible() -> bool:
@@ -194,11 +197,19 @@ def serve_emulators(link_dir: str, pinned: bool = False) -> None:
             words = line.split()
             if words[:1] == ["wire"]:
                 stack.servos.wire_baud = int(words[1]) or None
+            elif words[:1] == ["trace"]:  # trace 1: record the timeline; trace 0: hand it over
+                rows, stack.servos.timeline = stack.servos.timeline, None
+                if words[1] == "1":
+                    stack.servos.timeline = collections.deque(maxlen=TRACE_ROWS)
+                else:
+                    print(json.dumps(list(rows or ())), flush=True)
+                    continue
             elif words[:1] == ["pin"]:
                 pin_process(EMULATOR_CPUS if words[1] == "1" else None)
             out = {
                 "servo_s": thread_cpu_s(stack.servos.port.thread),
                 "process_s": time.process_time(),
+                "threads_s": {t.name: thread_cpu_s(t) for t in threading.enumerate()},
             }
             print(json.dumps(out), flush=True)
 
@@ -454,6 +465,87 @@ def pinned_against_unpinned(link_dir: str, emu: Emulators, seconds: float) -> di
             )
     emu.ask(f"wire {base.bus.baudrate}")
     return out
+
+
+#: The stretches of one free-running cycle (``timeline``), in the order they follow each other.
+STRETCHES = (
+    ("host write -> emulator has the bytes (pty, emulator wake-up)", "to_emulator"),
+    ("  emulator handles them (parse, goals, plant, reply; overlaps the wire)", "handling"),
+    ("emulator has the bytes -> reply due (the modelled wire)", "wire"),
+    ("reply due -> written (the emulator's lateness)", "late"),
+    ("reply written -> host has it (pty, host wake-up)", "to_host"),
+    ("host has the reply -> next host write (the host's cycle)", "host"),
+)
+
+
+def _traced(link, rows: list) -> None:
+    """Record on ``link`` (this instance only) when each write starts ("w") and when each
+    receive returns bytes ("r"), perf_counter s (the emulators' clock too: CLOCK_MONOTONIC)."""
+    write, receive, clock = link.write, link.receive, time.perf_counter
+
+    def traced_write(data, **kwargs):
+        rows.append(("w", clock()))
+        write(data, **kwargs)
+
+    def traced_receive(timeout_s):
+        data = receive(timeout_s)
+        if data:
+            rows.append(("r", clock()))
+        return data
+
+    link.write, link.receive = traced_write, traced_receive
+
+
+def timeline(link_dir: str, emu: Emulators, baud: int, cycles: int) -> dict:
+    """One free-running cycle at ``baud`` (wire on), stretch by stretch (``STRETCHES``): the host's
+    writes and reply reads and the emulator's timeline (received, handled, due, written) of each
+    read it answered, matched on the shared monotonic clock; medians in us over ``cycles``."""
+    emu.ask(f"wire {baud}")
+    host: list = []
+    with _robot(link_dir, FREE_PERIOD_S, baud) as robot:
+        _run(robot, emu, cycles=20)
+        _traced(robot.bus.link, host)
+        emu.ask("trace 1")
+        r = _run(robot, emu, cycles=cycles)
+        emu.proc.stdin.write("trace 0\n")
+        emu.proc.stdin.flush()
+        emu_rows = json.loads(emu.proc.stdout.readline())
+    writes = np.array([t for k, t in host if k == "w"])
+    reads = np.array([t for k, t in host if k == "r"])
+    out = {key: [] for _, key in STRETCHES}
+    out["cycle"] = []
+    cpu = {"handling": [], "pacing": []}
+    for received, handled, due, written, n_reply, handling_s, pacing_s in emu_rows:
+        cpu["handling"].append(handling_s * 1e6)
+        cpu["pacing"].append(pacing_s * 1e6)
+        if not n_reply:
+            continue
+        w = np.searchsorted(writes, received) - 1  # the host write these bytes came from
+        rd = np.searchsorted(reads, written)  # the host's first read after the reply
+        if w < 0 or rd >= len(reads) or w + 1 >= len(writes) or writes[w + 1] < reads[rd]:
+            continue
+        stretch = dict(
+            to_emulator=received - writes[w],
+            handling=handled - received,
+            wire=due - received,
+            late=written - due,
+            to_host=reads[rd] - written,
+            host=writes[w + 1] - reads[rd],
+            cycle=writes[w + 1] - writes[w],
+        )
+        for key, value in stretch.items():
+            out[key].append(value * 1e6)
+    bound = wire_bound(replace(load_config(), bus=replace(load_config().bus, baudrate=baud)))
+    return dict(
+        baud=baud,
+        cycles=len(out["cycle"]),
+        hz=r["hz"],
+        bound_us=1e6 / bound.fast_hz,
+        median_us={k: float(np.median(v)) if v else float("nan") for k, v in out.items()},
+        p90_us={k: float(np.percentile(v, 90)) if v else float("nan") for k, v in out.items()},
+        emulator_cpu_us={k: float(np.sum(v)) / max(1, len(out["cycle"])) for k, v in cpu.items()},
+        emulator_ms=r["emu_ms"],
+    )
 
 
 def _args() -> argparse.Namespace:
