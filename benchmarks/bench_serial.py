@@ -548,6 +548,23 @@ def timeline(link_dir: str, emu: Emulators, baud: int, cycles: int) -> dict:
     )
 
 
+TIMELINE_BAUDS = (1_000_000, 4_000_000)
+
+
+def emulator_threads(link_dir: str, emu: Emulators, seconds: float) -> dict[str, tuple]:
+    """CPU of each thread of the emulator process per cycle of the configured loop (4 ms,
+    1 Mbaud, wire on): ``name -> (ms per cycle, share of one CPU)``."""
+    base = load_config()
+    emu.ask(f"wire {base.bus.baudrate}")
+    with _robot(link_dir, base.control_period_s, base.bus.baudrate) as robot:
+        _run(robot, emu, cycles=20)
+        a, t0 = emu.ask("cpu"), time.perf_counter()
+        r = _run(robot, emu, seconds=seconds)
+        z, wall = emu.ask("cpu"), time.perf_counter() - t0
+    used = {k: v - a["threads_s"].get(k, 0.0) for k, v in z["threads_s"].items()}
+    return {k: (v / r["cycles"] * 1e3, v / wall) for k, v in used.items() if v > 0}
+
+
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a run of a few seconds")
@@ -600,6 +617,10 @@ def main() -> None:
                 d, emu, 1.0 if args.quick else 3.0, 200 if args.quick else 1000
             )
             sweep = baud_sweep(d, emu, 0.6 if args.quick else 2.0)
+            lines = {
+                baud: timeline(d, emu, baud, 300 if args.quick else 1500) for baud in TIMELINE_BAUDS
+            }
+            threads = emulator_threads(d, emu, 1.0 if args.quick else 3.0)
             pin_ab = (
                 pinned_against_unpinned(d, emu, 1.0 if args.quick else 3.0)
                 if _pinning_possible()
@@ -726,6 +747,36 @@ def main() -> None:
                 for (name, p), r in pin_ab.items()
             ],
         )
+    print_table(
+        "One free-running cycle, stretch by stretch (wire on; host writes and reply reads and the "
+        "emulator's timeline on the shared monotonic clock; median / 90th percentile us; "
+        f"{layout})",
+        ["stretch", *(f"{b / 1e6:g} Mbaud" for b in lines)],
+        [
+            [
+                label,
+                *(f"{t['median_us'][key]:.0f} / {t['p90_us'][key]:.0f}" for t in lines.values()),
+            ]
+            for label, key in (*STRETCHES, ("cycle (host write to host write)", "cycle"))
+        ]
+        + [
+            ["wire bound us a cycle", *(f"{t['bound_us']:.0f}" for t in lines.values())],
+            ["cycles matched / Hz", *(f"{t['cycles']} / {t['hz']:.0f}" for t in lines.values())],
+            [
+                "emulator port thread CPU us/cycle: handling / pacing (wait, write) / all",
+                *(
+                    f"{t['emulator_cpu_us']['handling']:.0f} / {t['emulator_cpu_us']['pacing']:.0f}"
+                    f" / {t['emulator_ms'] * 1e3:.0f}"
+                    for t in lines.values()
+                ),
+            ],
+        ],
+    )
+    print_table(
+        "The emulator process's threads, CPU ms per control cycle (4 ms loop, 1 Mbaud, wire on)",
+        ["thread", "ms/cycle", "share of a CPU"],
+        [[name, ms, f"{share:.1%}"] for name, (ms, share) in threads.items()],
+    )
     on = {r["baud"]: r for r in sweep if r["wire"]}
     off = {r["baud"]: r for r in sweep if not r["wire"]}
     frac_1m = on[1_000_000]["hz"] / on[1_000_000]["bound_hz"]
@@ -771,6 +822,13 @@ def main() -> None:
                 f"pin_ab[{name}][{'pinned' if p else 'unpinned'}]": r
                 for (name, p), r in pin_ab.items()
             },
+            **{
+                f"timeline_median_us[{b}][{k}]": v
+                for b, t in lines.items()
+                for k, v in t["median_us"].items()
+            },
+            **{f"timeline_hz[{b}]": t["hz"] for b, t in lines.items()},
+            **{f"emulator_thread_ms_per_cycle[{n}]": ms for n, (ms, _) in threads.items()},
             "load_average_1min": [load0, load1],
             "targets": targets,
             "targets_met": all(targets.values()),
