@@ -115,14 +115,25 @@ def _state(emu: ServoChainEmulator):
     )
 
 
+def _python(emu: ServoChainEmulator) -> None:
+    """The chain's Python forms only: no compiled cycle, plant or status CRCs."""
+    emu._kernels = None
+    emu._present_status._kernel = None
+    emu.source._kernel = None
+
+
+@pytest.mark.parametrize("python_fast", [False, True])
 @pytest.mark.parametrize("case", ["holding", "torque off", "beyond range", "read only"])
-def test_the_fast_path_answers_as_the_parser_path(tmp_path, case):
-    """The same bytes fed whole (the fast path) and with a stray byte ahead (the parser path,
-    which skips it) leave both chains in the same state with the same replies, cycle after
-    cycle; where the fast path does not apply (a servo not holding, a goal beyond the range)
-    it falls back to the parser."""
+def test_the_fast_path_answers_as_the_parser_path(tmp_path, case, python_fast):
+    """The same bytes fed whole (the fast path, compiled where numba is, or its Python form)
+    and with a stray byte ahead (the parser path in Python, which skips it) leave both chains
+    in the same state with the same replies, cycle after cycle; where the fast path does not
+    apply (a servo not holding, a goal beyond the range) it falls back to the parser."""
     fast, fast_sent = _chain(tmp_path, "fast")
     slow, slow_sent = _chain(tmp_path, "slow")
+    _python(slow)
+    if python_fast:
+        _python(fast)
     try:
         if case == "torque off":
             for emu in (fast, slow):

@@ -32,7 +32,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 from twin.hardware.clock import SPIN_US
+from twin.hardware.emulator import _compiled
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
 from twin.hardware.emulator.sources import LIMP, Drive, DriveKind, PhysicsSource
@@ -56,6 +58,7 @@ from twin.hardware.protocols.dynamixel_table import (
 )
 
 _REGISTERS = XTable.registers()
+_RETURN_DELAY = XTable.RETURN_DELAY_TIME.address  # a one-byte register
 _PRESENT_BLOCK = struct.Struct("<hii")  # Present Current, Velocity, Position (126..135)
 _CURRENT_RANGE = (-(2**15), 2**15 - 1)  # Present Current (int16), Velocity, Position (int32)
 _INT32_RANGE = (-(2**31), 2**31 - 1)
@@ -110,11 +113,15 @@ _POSITION_MODES = (
 
 
 class EmulatedServo:
-    """One servo's control table (little-endian bytes) and its pending REG_WRITE."""
+    """One servo's control table (little-endian bytes; ``table``: a writable buffer of
+    ``XTable.SIZE`` bytes to keep it in, e.g. a row of the chain's tables) and its pending
+    REG_WRITE."""
 
-    def __init__(self, pid: int, model_number: int, firmware: int = 46) -> None:
+    def __init__(
+        self, pid: int, model_number: int, firmware: int = 46, table: memoryview | None = None
+    ) -> None:
         self.model_number, self.firmware = model_number, firmware
-        self.table = bytearray(XTable.SIZE)
+        self.table = bytearray(XTable.SIZE) if table is None else table
         self.factory_reset(keep_id=False)
         self.set(XTable.ID, pid)
         self.pending: tuple[int, bytes] | None = None
@@ -223,7 +230,15 @@ class ServoChainEmulator:
         self.fast_read = fast_read
         self._faults = faults
         models = model_numbers or [XTable.MODEL_NUMBER.default] * joint_map.n
-        self.servos = {pid: EmulatedServo(pid, m) for pid, m in zip(joint_map.ids, models)}
+        n = joint_map.n
+        #: Every servo's control table, one row each in joint order (the compiled kernels'
+        #: view; ``EmulatedServo.table`` is its row).
+        self.tables = np.zeros((n, XTable.SIZE), np.uint8)
+        self._by_joint = [
+            EmulatedServo(pid, m, table=memoryview(self.tables[j]))
+            for j, (pid, m) in enumerate(zip(joint_map.ids, models))
+        ]
+        self.servos = {s.id: s for s in self._by_joint}
         self.joint_of = {pid: j for j, pid in enumerate(joint_map.ids)}
         m = joint_map
         self._joint_units = list(
@@ -249,6 +264,17 @@ class ServoChainEmulator:
             (pid, PRESENT_BLOCK_ADDRESS, _PRESENT_BLOCK.size) for pid in joint_map.ids
         ]
         self._present_status = FastStatusWriter(joint_map.ids, _PRESENT_BLOCK.size)
+        self._kernels = _compiled.kernels()
+        head = self.cycle.goal_head + bytes(joint_map.ids) + self.cycle.read_request
+        self._expect = np.frombuffer(head, np.uint8).copy()  # cycle_goals' expected bytes
+        #: Per joint: holds a position (its servo answering to its configured id), goal range
+        #: lo, hi (ticks), direction, zero ticks, ticks per rad (``cycle_goals``).
+        self._goal_consts = np.zeros((6, n))
+        self._q_goals = np.zeros(n)
+        self._ids_intact = True  # every servo answers to its configured id (``_rekey``)
+        self._present_terms = np.array(
+            [m.direction, m.zero_ticks, m.ticks_per_rad, m.torque_unit, m.velocity_unit], float
+        )
         dynamixel_packet.load_compiled()  # before the port opens: no answer waits for the load
         self.reply_delay_s = 0.0
         #: Baud rate whose wire time instructions and replies take (None: replies leave at once,
@@ -288,6 +314,11 @@ class ServoChainEmulator:
         ``JointMap`` conversions, rounded half to even as ``np.rint``, on Python floats: six
         joints, where numpy's per-call cost would dominate)."""
         self.source.advance_to(self.clock.now_us())
+        if self._kernels is not None:
+            w = self._present_status
+            state = self.source.state_rows()
+            self._kernels.present_wire(state, self._present_terms, self.tables, w.array, w.ends, 0)
+            return
         q, qd, tau = self.source.joint_lists()
         units, joint_of, moving = self._joint_units, self.joint_of, XTable.MOVING.address
         (c_lo, c_hi), (i_lo, i_hi) = _CURRENT_RANGE, _INT32_RANGE
@@ -311,6 +342,7 @@ class ServoChainEmulator:
         direction, zero, tpr, unit, kp_unit, kd_unit, vel_unit = self._joint_units[j]
         get = s.get
         s.goal_drive = None
+        self._goal_consts[0, j] = 0.0  # not holding (set again below where it does)
         mode = get(XTable.OPERATING_MODE)
         current_limit = get(XTable.CURRENT_LIMIT)
         limit = current_limit * unit
@@ -329,6 +361,8 @@ class ServoChainEmulator:
             else:
                 lo, hi = -Units.EXTENDED_POSITION_LIMIT, Units.EXTENDED_POSITION_LIMIT
             s.goal_drive = (j, direction, zero, tpr, lo, hi)
+            if s.id == self.map.ids[j]:
+                self._goal_consts[:, j] = (1.0, lo, hi, direction, zero, tpr)
             drive = Drive(
                 DriveKind.PD,
                 q_goal=direction * (float(get(XTable.GOAL_POSITION)) - zero) / tpr,
@@ -351,9 +385,13 @@ class ServoChainEmulator:
         if self.timeline is not None:
             self._cpu_mark = time.thread_time()
         if self.fast_read and not self.parser.pending:
-            cycle = self.cycle.match(data)
-            if cycle is not None and self._on_cycle(now, *cycle):
-                return
+            if self._kernels is not None:
+                if self._on_cycle_compiled(now, data):
+                    return
+            else:
+                cycle = self.cycle.match(data)
+                if cycle is not None and self._on_cycle(now, *cycle):
+                    return
         for packet in self.parser.feed(data):
             if isinstance(packet, dxl.InstructionPacket):
                 with self._lock:
@@ -381,15 +419,58 @@ class ServoChainEmulator:
             self._reply(now, len(self.cycle.read_request), replies)
         return True
 
+    def _on_cycle_compiled(self, now: float, data: bytes) -> bool:
+        """``_on_cycle`` in two compiled calls (``_compiled.cycle_goals``, ``present_wire``):
+        the same tables, drives and reply bytes."""
+        kernels = self._kernels
+        with self._lock:
+            flags = kernels.cycle_goals(
+                data, self._expect, self._goal_consts, self.tables, self._q_goals
+            )
+            if flags < 0:
+                return False
+            if flags & 1:
+                self.instructions += 1
+                goals = []
+                for j, (s, q_goal) in enumerate(zip(self._by_joint, self._q_goals.tolist())):
+                    drive = object.__new__(Drive)  # frozen: filled directly (as _goal)
+                    drive.__dict__.update(s.goal_fields, q_goal=q_goal)
+                    goals.append((j, drive))
+                self.source.set_goals(goals)
+            if flags & 2:
+                self.instructions += 1
+                replies = self._present_reply_compiled()
+        if flags & 1:
+            self._reply(now, self.cycle.goal_bytes, [])
+        if flags & 2:
+            self._reply(now, len(self.cycle.read_request), replies)
+        return True
+
+    def _present_reply_compiled(self) -> list[tuple[EmulatedServo, bytes]]:
+        """``_refresh`` and ``_present_reply`` in one compiled call (``present_wire``), where
+        every servo answers to its configured id and no frame drop is pending."""
+        faults = self._faults
+        if (faults is not None and faults.drops_frames) or not self._ids_intact:
+            self._refresh()
+            return self._fast_reply(self._present_items)
+        source = self.source
+        source.advance_to(self.clock.now_us())
+        writer = self._present_status
+        self._kernels.present_wire(
+            source.state_rows(), self._present_terms, self.tables, writer.array, writer.ends, 1
+        )
+        return [(self._by_joint[0], writer.wire())]
+
     def _reply(self, received: float, n_bytes: int, replies) -> None:
         """Send the ``replies`` to an instruction of ``n_bytes`` received at ``received``
         (perf_counter s): paced on the modelled wire, or at once."""
         if not self.wire_baud:
             self._send(replies)
             return
-        handled, cpu = time.perf_counter(), time.thread_time()
+        timed = self.timeline is not None
+        handled, cpu = (time.perf_counter(), time.thread_time()) if timed else (0.0, 0.0)
         due, written = self._send_paced(received, n_bytes, replies)
-        if self.timeline is not None:
+        if timed:
             n_reply = sum(len(raw) for _, raw in replies)
             done = time.thread_time()
             handling, pacing = cpu - self._cpu_mark, done - cpu
@@ -424,7 +505,7 @@ class ServoChainEmulator:
         byte_s = 10.0 / self.wire_baud
         due = max(self._wire_free, received) + n_bytes * byte_s
         for servo, raw in replies:
-            delay = self.reply_delay_s + servo.get(XTable.RETURN_DELAY_TIME) * Units.RETURN_DELAY_S
+            delay = self.reply_delay_s + servo.table[_RETURN_DELAY] * Units.RETURN_DELAY_S
             due += delay + len(raw) * byte_s
             _wait_until(due)
             self.port.write(raw)
@@ -630,3 +711,6 @@ class ServoChainEmulator:
         self.servos.pop(old)
         self.servos[s.id] = s
         self.joint_of[s.id] = self.joint_of.pop(old)
+        self._ids_intact = all(
+            self.servos.get(p) is t for p, t in zip(self.map.ids, self._by_joint)
+        )

@@ -87,6 +87,10 @@ class PhysicsSource(abc.ABC):
         q, qd, tau = self.joint_state()
         return q.tolist(), qd.tolist(), tau.tolist()
 
+    def state_rows(self) -> np.ndarray:
+        """``joint_state`` as one (3, n) float64 array (a copy): rows q, qd, tau."""
+        return np.array(self.joint_state(), float)
+
     def advance_to(self, t_us: int) -> None:
         """Integrate to ``t_us``; the sensor emulators waiting on ``changed`` are woken only when
         a new sample arrived."""
@@ -262,6 +266,10 @@ class IdealSource(PhysicsSource):
     def joint_lists(self) -> tuple[list[float], list[float], list[float]]:
         with self.lock:
             return self._state.tolist()
+
+    def state_rows(self) -> np.ndarray:
+        with self.lock:
+            return self._state.copy()
 
     def true_wrench(self, t_us: int) -> np.ndarray:
         """The wrench (6,) N, N m the ideal sensor measures at ``t_us``, before device settings."""

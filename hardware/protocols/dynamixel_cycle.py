@@ -256,7 +256,8 @@ class CycleRequests:
         n = len(ids)
         writer = GoalWriter(reg, ids)
         self.goal_bytes = sync_write_length(n, reg.size)
-        self._goal_head = writer._head  # HEADER, 0xFE, LEN, SYNC_WRITE, address, size
+        #: The goal SYNC_WRITE's first 12 bytes: HEADER, 0xFE, LEN, SYNC_WRITE, address, size.
+        self.goal_head = writer._head
         self._id_bytes = bytes(self.ids)
         code = _VALUE_TYPES[(reg.size, reg.signed)][-2:].replace("<", "")
         self._values = struct.Struct("<" + ("x" + np.dtype(code).char) * n).unpack_from
@@ -266,7 +267,7 @@ class CycleRequests:
         """``(goal values in the order of ids, or None; whether the read follows)`` if ``data``
         is exactly the cycle's instructions (class doc), else None."""
         g = self.goal_bytes
-        if not data.startswith(self._goal_head):
+        if not data.startswith(self.goal_head):
             return (None, True) if data == self.read_request else None
         n = len(data)
         if n != g and (n != g + len(self.read_request) or not data.endswith(self.read_request)):
@@ -278,7 +279,7 @@ class CycleRequests:
             or crc16_dynamixel(data, 0, end) != data[end] | data[end + 1] << 8
         ):
             return None
-        return self._values(data, len(self._goal_head)), n > g
+        return self._values(data, len(self.goal_head)), n > g
 
 
 class FastStatusWriter:
@@ -295,8 +296,10 @@ class FastStatusWriter:
         )
         block = length + FAST_BLOCK_OVERHEAD
         self._offsets = [8 + k * block for k in range(n)]
-        self._ends = np.array([o + 2 + length for o in self._offsets], np.int64)
-        self._array = np.frombuffer(self._buf, np.uint8)  # the compiled kernel's view of it
+        self.ends = np.array([o + 2 + length for o in self._offsets], np.int64)
+        #: The packet as a uint8 array (a compiled device's view: it fills in ERR, data and
+        #: the CRCs at ``ends`` itself, then takes ``wire()``).
+        self.array = np.frombuffer(self._buf, np.uint8)
         kernels = _compiled.kernels()
         self._kernel = None if kernels is None else kernels.block_crcs
 
@@ -308,14 +311,18 @@ class FastStatusWriter:
             buf[o] = err
             buf[o + 2 : o + 2 + n] = data
         if self._kernel is not None:
-            self._kernel(self._array, self._ends)
+            self._kernel(self.array, self.ends)
         else:
             crc, done = 0, 0  # as fast_status_wire: the running CRC over buf[:done]
-            for end in self._ends.tolist():
+            for end in self.ends.tolist():
                 crc = crc16_dynamixel(buf[done:end], crc)
                 buf[end], buf[end + 1] = crc & 0xFF, crc >> 8
                 done = end
         return bytes(buf)
+
+    def wire(self) -> bytes:
+        """The packet's bytes as they are (after ``array`` was filled in)."""
+        return bytes(self._buf)
 
 
 def alert_flags(err: bytes) -> np.ndarray:
