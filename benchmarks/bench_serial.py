@@ -17,7 +17,12 @@ bus's baud rate (switched off for the "wire off" rows). Tables:
 - the free-running rate against the baud rate (57,600 to 4,000,000), wire on and off, beside the
   wire bound. With the wire on, the rate grows with the baud rate until the host's and the
   emulator's per-cycle work (fixed, a few hundred microseconds) dominates; with it off the rate
-  is flat (a pty has no wire time): that flatness is what an emulator without wire timing hides.
+  is flat (a pty has no wire time): that flatness is what an emulator without wire timing hides;
+- one free-running cycle stretch by stretch at 1 and 4 Mbaud (``timeline``): the host's writes and
+  reply reads against the emulator's timeline (received, handled, due, written) on the shared
+  monotonic clock, so the time beyond the wire bound is named (pty and wake-up either way, the
+  emulator's lateness, the host's own part), beside the emulator port thread's CPU for handling
+  and for pacing, and the CPU of each thread of the emulator process at the 4 ms loop.
 
 Measurement set-up: on a real arm the servos are other hardware, whose CPU is not the host's.
 With two or more cores the emulator process runs on CPU 1 and this process (the control loop

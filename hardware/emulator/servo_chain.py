@@ -15,6 +15,9 @@ holds it for its bytes, and each reply arrives when its last byte would, so a co
 cannot reach its rate on a real bus misses it here too, and six status packets cost what they
 would against one. ``EmulatorStack`` turns it on at the bus's baud rate unless
 ``bus.emulate_wire_time = false``; built alone, the chain has none (a pty has no wire time).
+The bus cycle's own instructions are answered without the parser, in two compiled calls where
+numba is (``_on_cycle``; ``docs/protocols/dynamixel.md``, "The cycle in the emulator"), with the
+same tables, drives and bytes as the general handlers.
 
 The servos move a ``PhysicsSource``: torque enable, operating mode, goals and gains become a
 ``Drive`` per joint through the ``JointMap`` (current mode: goal current x torque constant;

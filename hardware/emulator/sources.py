@@ -19,6 +19,7 @@ import collections
 import enum
 import math
 import threading
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -432,8 +433,19 @@ class RealTimeRunner:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.tick_s):
-            self.source.advance_to(self.clock.now_us())
+        # a plain sleep (not ``Event.wait``, whose timed wait runs a page of Python every tick):
+        # ``close`` waits for the tick in progress, a few milliseconds at most
+        stop, sleep, tick, source, clock = (
+            self._stop,
+            time.sleep,
+            self.tick_s,
+            self.source,
+            self.clock,
+        )
+        while not stop.is_set():
+            sleep(tick)
+            if not stop.is_set():
+                source.advance_to(clock.now_us())
 
     def close(self) -> None:
         self._stop.set()
