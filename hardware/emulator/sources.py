@@ -58,13 +58,16 @@ LIMP = Drive()
 
 class PhysicsSource(abc.ABC):
     """Joint physics and sensor samples for the emulators (module doc). Thread safe: every method
-    takes ``lock``; ``changed`` is notified after each advance."""
+    takes ``lock``; ``changed`` is notified after each advance that brought a sensor sample,
+    ``ft_changed`` / ``imu_changed`` after one that brought a sample of theirs."""
 
     n_joints = 6
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
+        self.ft_changed = threading.Condition(self.lock)  # a new F/T sample
+        self.imu_changed = threading.Condition(self.lock)  # a new IMU sample
         self.t_us = 0
         self._drives = [LIMP] * self.n_joints
         self._ft: collections.deque[WrenchSample] = collections.deque(maxlen=_HISTORY)
@@ -93,13 +96,18 @@ class PhysicsSource(abc.ABC):
         return np.array(self.joint_state(), float)
 
     def advance_to(self, t_us: int) -> None:
-        """Integrate to ``t_us``; the sensor emulators waiting on ``changed`` are woken only when
-        a new sample arrived."""
+        """Integrate to ``t_us``; the sensor emulators waiting are woken only when a new sample
+        of theirs arrived (``ft_changed``, ``imu_changed``; ``changed`` for either)."""
         with self.changed:
             if t_us > self.t_us:
                 n_ft, n_imu = self._ft_count, self._imu_count
                 self._advance(int(t_us))
-                if (n_ft, n_imu) != (self._ft_count, self._imu_count):
+                ft, imu = n_ft != self._ft_count, n_imu != self._imu_count
+                if ft:
+                    self.ft_changed.notify_all()
+                if imu:
+                    self.imu_changed.notify_all()
+                if ft or imu:
                     self.changed.notify_all()
 
     @property

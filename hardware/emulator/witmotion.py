@@ -77,8 +77,8 @@ class WitmotionEmulator:
 
     def close(self) -> None:
         self._stop.set()
-        with self.source.changed:
-            self.source.changed.notify_all()
+        with self.source.imu_changed:
+            self.source.imu_changed.notify_all()
         self._thread.join(timeout=2.0)
         self.port.close()
 
@@ -174,8 +174,8 @@ class WitmotionEmulator:
         src = self.source
         while not self._stop.is_set():
             due = []  # (t_us, sample) of each output instant reached, taken under the lock
-            with src.changed:
-                src.changed.wait(0.05)
+            with src.imu_changed:
+                src.imu_changed.wait(0.05)
                 if self._period_us <= 0 and not self._single:
                     continue
                 types = wit.types_in(self.registers[wit.Reg.RSW])
