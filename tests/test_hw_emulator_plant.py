@@ -3,6 +3,8 @@ form's, bit for bit."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 from twin.hardware.emulator import IdealSource
 from twin.hardware.emulator import _compiled as plant
 from twin.hardware.emulator.sources import Drive, DriveArrays, DriveKind
+from twin.hardware.emulator.testing import random_drive
 
 pytestmark = pytest.mark.skipif(
     plant.kernels() is None,
@@ -25,21 +28,9 @@ def _source(rng: np.random.Generator, limits: bool) -> IdealSource:
         damping=rng.uniform(0.0, 1.0, 6),
     )
     for j in range(6):
-        kind = int(rng.integers(3))
-        drive = (
-            Drive()
-            if kind == 0
-            else Drive(DriveKind.CURRENT, torque=float(rng.normal(0.0, 3.0)))
-            if kind == 1
-            else Drive(
-                DriveKind.PD,
-                q_goal=float(rng.normal()),
-                qd_goal=float(rng.normal()),
-                kp=float(rng.uniform(0.0, 500.0)),
-                kd=float(rng.uniform(0.0, 2.0)),
-                torque_limit=float(rng.choice([rng.uniform(0.1, 10.0), np.inf])),
-            )
-        )
+        drive = random_drive(rng)
+        if rng.random() < 0.3 and drive.kind is DriveKind.PD:  # stiff, or without a limit
+            drive = replace(drive, kp=drive.kp * 10.0, torque_limit=np.inf)
         source.set_drive(j, drive)
     return source
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
-from twin.hardware.protocols._compiled import VARIABLE
+from twin.hardware.protocols._compiled import VARIABLE, block_crcs
 from twin.hardware.protocols.crc import DXL_TABLE8
 from twin.hardware.protocols.dynamixel_table import ALERT_BIT, PRESENT_BLOCK_ADDRESS, XTable
 
@@ -157,16 +157,7 @@ def present_wire(state, terms, tables, buf, ends, reply):
         buf[o] = ALERT if tables[k, HW_ERROR] != 0 else 0
         for b in range(10):
             buf[o + 2 + b] = tables[k, PRESENT + b]
-    crc = 0
-    start = 0
-    for k in range(ends.size):
-        end = ends[k]
-        for i in range(start, end):
-            crc = ((crc << 8) & 0xFFFF) ^ T8[((crc >> 8) ^ buf[i]) & 0xFF]
-        buf[end] = crc & 0xFF
-        buf[end + 1] = crc >> 8
-        start = end
-    return 0
+    return block_crcs(buf, ends)
 
 
 _BYTES = "Bytes(uint8, 1, 'C', readonly=True)"
@@ -175,7 +166,7 @@ _ENTRIES = {
     cycle_goals: f"int64({_BYTES}, uint8[::1], float64[:, ::1], uint8[:, ::1], float64[::1])",
     present_wire: "int64(float64[:, ::1], float64[:, ::1], uint8[:, ::1], uint8[::1], int64[::1], int64)",
 }
-_HELPERS = (_same, _int32, _register)
+_HELPERS = (_same, _int32, _register, block_crcs)  # block_crcs: the codec's own
 
 
 def source() -> str:
