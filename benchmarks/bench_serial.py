@@ -17,7 +17,12 @@ bus's baud rate (switched off for the "wire off" rows). Tables:
 - the free-running rate against the baud rate (57,600 to 4,000,000), wire on and off, beside the
   wire bound. With the wire on, the rate grows with the baud rate until the host's and the
   emulator's per-cycle work (fixed, a few hundred microseconds) dominates; with it off the rate
-  is flat (a pty has no wire time): that flatness is what an emulator without wire timing hides.
+  is flat (a pty has no wire time): that flatness is what an emulator without wire timing hides;
+- one free-running cycle stretch by stretch at 1 and 4 Mbaud (``timeline``): the host's writes and
+  reply reads against the emulator's timeline (received, handled, due, written) on the shared
+  monotonic clock, so the time beyond the wire bound is named (pty and wake-up either way, the
+  emulator's lateness, the host's own part), beside the emulator port thread's CPU for handling
+  and for pacing, and the CPU of each thread of the emulator process at the 4 ms loop.
 
 Measurement set-up: on a real arm the servos are other hardware, whose CPU is not the host's.
 With two or more cores the emulator process runs on CPU 1 and this process (the control loop
@@ -37,12 +42,14 @@ bound at 1 Mbaud and >= 1 kHz at 4 Mbaud.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import replace
@@ -68,6 +75,7 @@ BAUDS = (57_600, 115_200, 1_000_000, 2_000_000, 3_000_000, 4_000_000)
 FREE_PERIOD_S = 1e-6  # "free-running": a period so short that no cycle ever sleeps
 HOST_CPUS, EMULATOR_CPUS = {0}, {1}  # the pinned layout (two or more cores)
 PIN_BLOCK_CYCLES = 100  # "pinned against unpinned": cycles per block, the modes alternating
+TRACE_ROWS = 8192  # the emulator's timeline: instructions recorded at most
 
 
 def _pinning_possible() -> bool:
@@ -194,11 +202,19 @@ def serve_emulators(link_dir: str, pinned: bool = False) -> None:
             words = line.split()
             if words[:1] == ["wire"]:
                 stack.servos.wire_baud = int(words[1]) or None
+            elif words[:1] == ["trace"]:  # trace 1: record the timeline; trace 0: hand it over
+                rows, stack.servos.timeline = stack.servos.timeline, None
+                if words[1] == "1":
+                    stack.servos.timeline = collections.deque(maxlen=TRACE_ROWS)
+                else:
+                    print(json.dumps(list(rows or ())), flush=True)
+                    continue
             elif words[:1] == ["pin"]:
                 pin_process(EMULATOR_CPUS if words[1] == "1" else None)
             out = {
                 "servo_s": thread_cpu_s(stack.servos.port.thread),
                 "process_s": time.process_time(),
+                "threads_s": {t.name: thread_cpu_s(t) for t in threading.enumerate()},
             }
             print(json.dumps(out), flush=True)
 
@@ -456,6 +472,104 @@ def pinned_against_unpinned(link_dir: str, emu: Emulators, seconds: float) -> di
     return out
 
 
+#: The stretches of one free-running cycle (``timeline``), in the order they follow each other.
+STRETCHES = (
+    ("host write -> emulator has the bytes (pty, emulator wake-up)", "to_emulator"),
+    ("  emulator handles them (parse, goals, plant, reply; overlaps the wire)", "handling"),
+    ("emulator has the bytes -> reply due (the modelled wire)", "wire"),
+    ("reply due -> written (the emulator's lateness)", "late"),
+    ("reply written -> host has it (pty, host wake-up)", "to_host"),
+    ("host has the reply -> next host write (the host's cycle)", "host"),
+)
+
+
+def _traced(link, rows: list) -> None:
+    """Record on ``link`` (this instance only) when each write starts ("w") and when each
+    receive returns bytes ("r"), perf_counter s (the emulators' clock too: CLOCK_MONOTONIC)."""
+    write, receive, clock = link.write, link.receive, time.perf_counter
+
+    def traced_write(data, **kwargs):
+        rows.append(("w", clock()))
+        write(data, **kwargs)
+
+    def traced_receive(timeout_s):
+        data = receive(timeout_s)
+        if data:
+            rows.append(("r", clock()))
+        return data
+
+    link.write, link.receive = traced_write, traced_receive
+
+
+def timeline(link_dir: str, emu: Emulators, baud: int, cycles: int) -> dict:
+    """One free-running cycle at ``baud`` (wire on), stretch by stretch (``STRETCHES``): the host's
+    writes and reply reads and the emulator's timeline (received, handled, due, written) of each
+    read it answered, matched on the shared monotonic clock; medians in us over ``cycles``."""
+    emu.ask(f"wire {baud}")
+    host: list = []
+    with _robot(link_dir, FREE_PERIOD_S, baud) as robot:
+        _run(robot, emu, cycles=20)
+        _traced(robot.bus.link, host)
+        emu.ask("trace 1")
+        r = _run(robot, emu, cycles=cycles)
+        emu.proc.stdin.write("trace 0\n")
+        emu.proc.stdin.flush()
+        emu_rows = json.loads(emu.proc.stdout.readline())
+    writes = np.array([t for k, t in host if k == "w"])
+    reads = np.array([t for k, t in host if k == "r"])
+    out = {key: [] for _, key in STRETCHES}
+    out["cycle"] = []
+    cpu = {"handling": [], "pacing": []}
+    for received, handled, due, written, n_reply, handling_s, pacing_s in emu_rows:
+        cpu["handling"].append(handling_s * 1e6)
+        cpu["pacing"].append(pacing_s * 1e6)
+        if not n_reply:
+            continue
+        w = np.searchsorted(writes, received) - 1  # the host write these bytes came from
+        rd = np.searchsorted(reads, written)  # the host's first read after the reply
+        if w < 0 or rd >= len(reads) or w + 1 >= len(writes) or writes[w + 1] < reads[rd]:
+            continue
+        stretch = dict(
+            to_emulator=received - writes[w],
+            handling=handled - received,
+            wire=due - received,
+            late=written - due,
+            to_host=reads[rd] - written,
+            host=writes[w + 1] - reads[rd],
+            cycle=writes[w + 1] - writes[w],
+        )
+        for key, value in stretch.items():
+            out[key].append(value * 1e6)
+    bound = wire_bound(replace(load_config(), bus=replace(load_config().bus, baudrate=baud)))
+    return dict(
+        baud=baud,
+        cycles=len(out["cycle"]),
+        hz=r["hz"],
+        bound_us=1e6 / bound.fast_hz,
+        median_us={k: float(np.median(v)) if v else float("nan") for k, v in out.items()},
+        p90_us={k: float(np.percentile(v, 90)) if v else float("nan") for k, v in out.items()},
+        emulator_cpu_us={k: float(np.sum(v)) / max(1, len(out["cycle"])) for k, v in cpu.items()},
+        emulator_ms=r["emu_ms"],
+    )
+
+
+TIMELINE_BAUDS = (1_000_000, 4_000_000)
+
+
+def emulator_threads(link_dir: str, emu: Emulators, seconds: float) -> dict[str, tuple]:
+    """CPU of each thread of the emulator process per cycle of the configured loop (4 ms,
+    1 Mbaud, wire on): ``name -> (ms per cycle, share of one CPU)``."""
+    base = load_config()
+    emu.ask(f"wire {base.bus.baudrate}")
+    with _robot(link_dir, base.control_period_s, base.bus.baudrate) as robot:
+        _run(robot, emu, cycles=20)
+        a, t0 = emu.ask("cpu"), time.perf_counter()
+        r = _run(robot, emu, seconds=seconds)
+        z, wall = emu.ask("cpu"), time.perf_counter() - t0
+    used = {k: v - a["threads_s"].get(k, 0.0) for k, v in z["threads_s"].items()}
+    return {k: (v / r["cycles"] * 1e3, v / wall) for k, v in used.items() if v > 0}
+
+
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a run of a few seconds")
@@ -508,6 +622,10 @@ def main() -> None:
                 d, emu, 1.0 if args.quick else 3.0, 200 if args.quick else 1000
             )
             sweep = baud_sweep(d, emu, 0.6 if args.quick else 2.0)
+            lines = {
+                baud: timeline(d, emu, baud, 300 if args.quick else 1500) for baud in TIMELINE_BAUDS
+            }
+            threads = emulator_threads(d, emu, 1.0 if args.quick else 3.0)
             pin_ab = (
                 pinned_against_unpinned(d, emu, 1.0 if args.quick else 3.0)
                 if _pinning_possible()
@@ -634,6 +752,36 @@ def main() -> None:
                 for (name, p), r in pin_ab.items()
             ],
         )
+    print_table(
+        "One free-running cycle, stretch by stretch (wire on; host writes and reply reads and the "
+        "emulator's timeline on the shared monotonic clock; median / 90th percentile us; "
+        f"{layout})",
+        ["stretch", *(f"{b / 1e6:g} Mbaud" for b in lines)],
+        [
+            [
+                label,
+                *(f"{t['median_us'][key]:.0f} / {t['p90_us'][key]:.0f}" for t in lines.values()),
+            ]
+            for label, key in (*STRETCHES, ("cycle (host write to host write)", "cycle"))
+        ]
+        + [
+            ["wire bound us a cycle", *(f"{t['bound_us']:.0f}" for t in lines.values())],
+            ["cycles matched / Hz", *(f"{t['cycles']} / {t['hz']:.0f}" for t in lines.values())],
+            [
+                "emulator port thread CPU us/cycle: handling / pacing (wait, write) / all",
+                *(
+                    f"{t['emulator_cpu_us']['handling']:.0f} / {t['emulator_cpu_us']['pacing']:.0f}"
+                    f" / {t['emulator_ms'] * 1e3:.0f}"
+                    for t in lines.values()
+                ),
+            ],
+        ],
+    )
+    print_table(
+        "The emulator process's threads, CPU ms per control cycle (4 ms loop, 1 Mbaud, wire on)",
+        ["thread", "ms/cycle", "share of a CPU"],
+        [[name, ms, f"{share:.1%}"] for name, (ms, share) in threads.items()],
+    )
     on = {r["baud"]: r for r in sweep if r["wire"]}
     off = {r["baud"]: r for r in sweep if not r["wire"]}
     frac_1m = on[1_000_000]["hz"] / on[1_000_000]["bound_hz"]
@@ -679,6 +827,13 @@ def main() -> None:
                 f"pin_ab[{name}][{'pinned' if p else 'unpinned'}]": r
                 for (name, p), r in pin_ab.items()
             },
+            **{
+                f"timeline_median_us[{b}][{k}]": v
+                for b, t in lines.items()
+                for k, v in t["median_us"].items()
+            },
+            **{f"timeline_hz[{b}]": t["hz"] for b, t in lines.items()},
+            **{f"emulator_thread_ms_per_cycle[{n}]": ms for n, (ms, _) in threads.items()},
             "load_average_1min": [load0, load1],
             "targets": targets,
             "targets_met": all(targets.values()),

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from twin.hardware.clock import ManualClock
 from twin.hardware.config import load_config
 from twin.hardware.emulator import BotaEmulator, IdealSource, ServoChainEmulator, WitmotionEmulator
-from twin.hardware.emulator.sources import Drive, DriveArrays, DriveKind
-from twin.hardware.emulator.testing import wait_until
+from twin.hardware.emulator.sources import DriveArrays
+from twin.hardware.emulator.testing import random_drive, wait_until
 from twin.hardware.protocols import bota, witmotion
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.dynamixel_table import (
@@ -243,22 +243,7 @@ def test_the_ideal_sources_float_integration_is_the_array_formulation_bit_for_bi
         damping=rng.uniform(0.0, 1.0, 6),
     )
     for j in range(6):
-        kind = int(rng.integers(3))
-        source.set_drive(
-            j,
-            Drive()
-            if kind == 0
-            else Drive(DriveKind.CURRENT, torque=float(rng.normal(0.0, 3.0)))
-            if kind == 1
-            else Drive(
-                DriveKind.PD,
-                q_goal=float(rng.normal()),
-                qd_goal=float(rng.normal()),
-                kp=float(rng.uniform(0.0, 50.0)),
-                kd=float(rng.uniform(0.0, 2.0)),
-                torque_limit=float(rng.uniform(0.1, 10.0)),
-            ),
-        )
+        source.set_drive(j, random_drive(rng))
     q, qd = source.joint_state()[:2]
     arrays, dt, effort = DriveArrays(source._drives), IdealSource.DT_US * 1e-6, source._effort
     for _ in range(steps):

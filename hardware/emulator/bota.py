@@ -77,8 +77,8 @@ class BotaEmulator:
 
     def close(self) -> None:
         self._stop.set()
-        with self.source.changed:
-            self.source.changed.notify_all()
+        with self.source.ft_changed:
+            self.source.ft_changed.notify_all()
         self._thread.join(timeout=2.0)
         self.port.close()
 
@@ -159,8 +159,8 @@ class BotaEmulator:
     def _stream(self) -> None:
         src = self.source
         while not self._stop.is_set():
-            with src.changed:
-                src.changed.wait(0.05)
+            with src.ft_changed:
+                src.ft_changed.wait(0.05)
                 samples = src.ft_samples_after(self._last_t)
                 streaming = not getattr(src.ft_device, "in_config_mode", False)
             if not samples:

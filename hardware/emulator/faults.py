@@ -138,6 +138,11 @@ class FaultInjector:
                 self._frame_drops[sender] = left - 1
             return True
 
+    @property
+    def drops_frames(self) -> bool:
+        """Whether any sender's frames are to be dropped (``take_frame_drop`` can say True)."""
+        return bool(self._frame_drops)
+
     def frames_pending_drop(self, sender: int) -> int:
         """Frames of ``sender`` still to be dropped (-1: silenced)."""
         return self._frame_drops.get(sender, 0)

@@ -15,6 +15,9 @@ holds it for its bytes, and each reply arrives when its last byte would, so a co
 cannot reach its rate on a real bus misses it here too, and six status packets cost what they
 would against one. ``EmulatorStack`` turns it on at the bus's baud rate unless
 ``bus.emulate_wire_time = false``; built alone, the chain has none (a pty has no wire time).
+The bus cycle's own instructions are answered without the parser, in two compiled calls where
+numba is (``_on_cycle``; ``docs/protocols/dynamixel.md``, "The cycle in the emulator"), with the
+same tables, drives and bytes as the general handlers.
 
 The servos move a ``PhysicsSource``: torque enable, operating mode, goals and gains become a
 ``Drive`` per joint through the ``JointMap`` (current mode: goal current x torque constant;
@@ -25,19 +28,23 @@ advanced to ``clock.now_us()`` (so a shared ``ManualClock`` gives a lock-step ru
 
 from __future__ import annotations
 
+import collections
 import struct
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 from twin.hardware.clock import SPIN_US
+from twin.hardware.emulator import _compiled
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
 from twin.hardware.emulator.sources import LIMP, Drive, DriveKind, PhysicsSource
 from twin.hardware.joint_map import JointMap
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols import dynamixel_packet
+from twin.hardware.protocols.dynamixel_cycle import CycleRequests, FastStatusWriter
 from twin.hardware.protocols.dynamixel_table import (
     ALERT_BIT,
     BROADCAST_ID,
@@ -54,9 +61,30 @@ from twin.hardware.protocols.dynamixel_table import (
 )
 
 _REGISTERS = XTable.registers()
+_RETURN_DELAY = XTable.RETURN_DELAY_TIME.address  # a one-byte register
 _PRESENT_BLOCK = struct.Struct("<hii")  # Present Current, Velocity, Position (126..135)
 _CURRENT_RANGE = (-(2**15), 2**15 - 1)  # Present Current (int16), Velocity, Position (int32)
 _INT32_RANGE = (-(2**31), 2**31 - 1)
+
+
+#: A paced reply's wait (``_wait_until``) sleeps to this long (s) before the reply is due, then
+#: sleeps again to ``SPIN_US`` before it and spins the rest: on a loaded machine a long sleep
+#: ends tens of microseconds late (the CPU has gone idle deeply), a short one a few.
+WAKE_EARLY_S = 150e-6
+_SPIN_S = SPIN_US * 1e-6
+
+
+def _wait_until(due: float) -> None:
+    """Return at ``due`` (perf_counter s), a microsecond or so after it (``WAKE_EARLY_S``)."""
+    clock = time.perf_counter
+    wait = due - clock()
+    if wait > WAKE_EARLY_S + _SPIN_S:
+        time.sleep(wait - WAKE_EARLY_S)
+        wait = due - clock()
+    if wait > _SPIN_S:
+        time.sleep(wait - _SPIN_S)
+    while clock() < due:
+        pass
 
 
 def _rounded(value: float, bounds: tuple[int, int]) -> int:
@@ -88,11 +116,15 @@ _POSITION_MODES = (
 
 
 class EmulatedServo:
-    """One servo's control table (little-endian bytes) and its pending REG_WRITE."""
+    """One servo's control table (little-endian bytes; ``table``: a writable buffer of
+    ``XTable.SIZE`` bytes to keep it in, e.g. a row of the chain's tables) and its pending
+    REG_WRITE."""
 
-    def __init__(self, pid: int, model_number: int, firmware: int = 46) -> None:
+    def __init__(
+        self, pid: int, model_number: int, firmware: int = 46, table: memoryview | None = None
+    ) -> None:
         self.model_number, self.firmware = model_number, firmware
-        self.table = bytearray(XTable.SIZE)
+        self.table = bytearray(XTable.SIZE) if table is None else table
         self.factory_reset(keep_id=False)
         self.set(XTable.ID, pid)
         self.pending: tuple[int, bytes] | None = None
@@ -201,7 +233,15 @@ class ServoChainEmulator:
         self.fast_read = fast_read
         self._faults = faults
         models = model_numbers or [XTable.MODEL_NUMBER.default] * joint_map.n
-        self.servos = {pid: EmulatedServo(pid, m) for pid, m in zip(joint_map.ids, models)}
+        n = joint_map.n
+        #: Every servo's control table, one row each in joint order (the compiled kernels'
+        #: view; ``EmulatedServo.table`` is its row).
+        self.tables = np.zeros((n, XTable.SIZE), np.uint8)
+        self._by_joint = [
+            EmulatedServo(pid, m, table=memoryview(self.tables[j]))
+            for j, (pid, m) in enumerate(zip(joint_map.ids, models))
+        ]
+        self.servos = {s.id: s for s in self._by_joint}
         self.joint_of = {pid: j for j, pid in enumerate(joint_map.ids)}
         m = joint_map
         self._joint_units = list(
@@ -221,12 +261,35 @@ class ServoChainEmulator:
             )
         )
         self.parser = dxl.DynamixelStreamParser()
+        #: The bus cycle's instructions, recognised without the parser (``_on_cycle``).
+        self.cycle = CycleRequests(XTable.GOAL_POSITION, joint_map.ids)
+        self._present_items = [
+            (pid, PRESENT_BLOCK_ADDRESS, _PRESENT_BLOCK.size) for pid in joint_map.ids
+        ]
+        self._present_status = FastStatusWriter(joint_map.ids, _PRESENT_BLOCK.size)
+        self._kernels = _compiled.kernels()
+        head = self.cycle.goal_head + bytes(joint_map.ids) + self.cycle.read_request
+        self._expect = np.frombuffer(head, np.uint8).copy()  # cycle_goals' expected bytes
+        #: Per joint: holds a position (its servo answering to its configured id), goal range
+        #: lo, hi (ticks), direction, zero ticks, ticks per rad (``cycle_goals``).
+        self._goal_consts = np.zeros((6, n))
+        self._q_goals = np.zeros(n)
+        self._ids_intact = True  # every servo answers to its configured id (``_rekey``)
+        self._present_terms = np.array(
+            [m.direction, m.zero_ticks, m.ticks_per_rad, m.torque_unit, m.velocity_unit], float
+        )
         dynamixel_packet.load_compiled()  # before the port opens: no answer waits for the load
         self.reply_delay_s = 0.0
         #: Baud rate whose wire time instructions and replies take (None: replies leave at once,
         #: as a pty has no wire time).
         self.wire_baud = wire_baud
         self._wire_free = 0.0  # perf_counter s when the modelled wire is next free
+        #: A deque to record the timeline of each wire-timed instruction into (None: off):
+        #: ``(received, handled, due, written, reply bytes, handling CPU, pacing CPU)``, times in
+        #: perf_counter s, CPU in s of this thread (from the read of the bytes to the reply's
+        #: wait, and the wait and the write).
+        self.timeline: collections.deque | None = None
+        self._cpu_mark = 0.0
         self.instructions = 0
         self._lock = threading.Lock()
         self._refresh()
@@ -254,7 +317,12 @@ class ServoChainEmulator:
         ``JointMap`` conversions, rounded half to even as ``np.rint``, on Python floats: six
         joints, where numpy's per-call cost would dominate)."""
         self.source.advance_to(self.clock.now_us())
-        q, qd, tau = (a.tolist() for a in self.source.joint_state())
+        if self._kernels is not None:
+            w = self._present_status
+            state = self.source.state_rows()
+            self._kernels.present_wire(state, self._present_terms, self.tables, w.array, w.ends, 0)
+            return
+        q, qd, tau = self.source.joint_lists()
         units, joint_of, moving = self._joint_units, self.joint_of, XTable.MOVING.address
         (c_lo, c_hi), (i_lo, i_hi) = _CURRENT_RANGE, _INT32_RANGE
         for pid, s in self.servos.items():
@@ -277,6 +345,7 @@ class ServoChainEmulator:
         direction, zero, tpr, unit, kp_unit, kd_unit, vel_unit = self._joint_units[j]
         get = s.get
         s.goal_drive = None
+        self._goal_consts[0, j] = 0.0  # not holding (set again below where it does)
         mode = get(XTable.OPERATING_MODE)
         current_limit = get(XTable.CURRENT_LIMIT)
         limit = current_limit * unit
@@ -295,6 +364,8 @@ class ServoChainEmulator:
             else:
                 lo, hi = -Units.EXTENDED_POSITION_LIMIT, Units.EXTENDED_POSITION_LIMIT
             s.goal_drive = (j, direction, zero, tpr, lo, hi)
+            if s.id == self.map.ids[j]:
+                self._goal_consts[:, j] = (1.0, lo, hi, direction, zero, tpr)
             drive = Drive(
                 DriveKind.PD,
                 q_goal=direction * (float(get(XTable.GOAL_POSITION)) - zero) / tpr,
@@ -314,15 +385,100 @@ class ServoChainEmulator:
     # ----------------------------------------------------------------- protocol
     def _on_data(self, data: bytes) -> None:
         now = time.perf_counter()
+        if self.timeline is not None:
+            self._cpu_mark = time.thread_time()
+        if self.fast_read and not self.parser.pending:
+            if self._kernels is not None:
+                if self._on_cycle_compiled(now, data):
+                    return
+            else:
+                cycle = self.cycle.match(data)
+                if cycle is not None and self._on_cycle(now, *cycle):
+                    return
         for packet in self.parser.feed(data):
             if isinstance(packet, dxl.InstructionPacket):
                 with self._lock:
                     self.instructions += 1
                     replies = self._handle(packet)
-                if self.wire_baud:
-                    self._send_paced(now, dxl.MIN_PACKET_LENGTH + len(packet.params), replies)
-                else:
-                    self._send(replies)
+                self._reply(now, dxl.MIN_PACKET_LENGTH + len(packet.params), replies)
+
+    def _on_cycle(self, now: float, goals: tuple[int, ...] | None, read: bool) -> bool:
+        """The bus cycle's instructions (``CycleRequests.match``: the goal SYNC_WRITE's values
+        in joint order, whether the FAST_SYNC_READ of the present block follows) answered as
+        ``_handle`` answers their packets, without building them. False, with nothing done,
+        where a goal does not take the fast path (``_write_goals``): the parser takes them."""
+        with self._lock:
+            if goals is not None:
+                if not self._write_goals(goals):
+                    return False
+                self.instructions += 1
+            if read:
+                self.instructions += 1
+                self._refresh()
+                replies = self._present_reply()
+        if goals is not None:
+            self._reply(now, self.cycle.goal_bytes, [])
+        if read:
+            self._reply(now, len(self.cycle.read_request), replies)
+        return True
+
+    def _on_cycle_compiled(self, now: float, data: bytes) -> bool:
+        """``_on_cycle`` in two compiled calls (``_compiled.cycle_goals``, ``present_wire``):
+        the same tables, drives and reply bytes."""
+        kernels = self._kernels
+        with self._lock:
+            flags = kernels.cycle_goals(
+                data, self._expect, self._goal_consts, self.tables, self._q_goals
+            )
+            if flags < 0:
+                return False
+            if flags & 1:
+                self.instructions += 1
+                goals = []
+                for j, (s, q_goal) in enumerate(zip(self._by_joint, self._q_goals.tolist())):
+                    drive = object.__new__(Drive)  # frozen: filled directly (as _goal)
+                    drive.__dict__.update(s.goal_fields, q_goal=q_goal)
+                    goals.append((j, drive))
+                self.source.set_goals(goals)
+            if flags & 2:
+                self.instructions += 1
+                replies = self._present_reply_compiled()
+        if flags & 1:
+            self._reply(now, self.cycle.goal_bytes, [])
+        if flags & 2:
+            self._reply(now, len(self.cycle.read_request), replies)
+        return True
+
+    def _present_reply_compiled(self) -> list[tuple[EmulatedServo, bytes]]:
+        """``_refresh`` and ``_present_reply`` in one compiled call (``present_wire``), where
+        every servo answers to its configured id and no frame drop is pending."""
+        faults = self._faults
+        if (faults is not None and faults.drops_frames) or not self._ids_intact:
+            self._refresh()
+            return self._fast_reply(self._present_items)
+        source = self.source
+        source.advance_to(self.clock.now_us())
+        writer = self._present_status
+        self._kernels.present_wire(
+            source.state_rows(), self._present_terms, self.tables, writer.array, writer.ends, 1
+        )
+        return [(self._by_joint[0], writer.wire())]
+
+    def _reply(self, received: float, n_bytes: int, replies) -> None:
+        """Send the ``replies`` to an instruction of ``n_bytes`` received at ``received``
+        (perf_counter s): paced on the modelled wire, or at once."""
+        if not self.wire_baud:
+            self._send(replies)
+            return
+        timed = self.timeline is not None
+        handled, cpu = (time.perf_counter(), time.thread_time()) if timed else (0.0, 0.0)
+        due, written = self._send_paced(received, n_bytes, replies)
+        if timed:
+            n_reply = sum(len(raw) for _, raw in replies)
+            done = time.thread_time()
+            handling, pacing = cpu - self._cpu_mark, done - cpu
+            self._cpu_mark = done
+            self.timeline.append((received, handled, due, written, n_reply, handling, pacing))
 
     def _send(self, replies: list[tuple[EmulatedServo, bytes]]) -> None:
         """Each reply (wire bytes) leaves after its servo's return delay (and any injected delay);
@@ -342,24 +498,22 @@ class ServoChainEmulator:
 
     def _send_paced(
         self, received: float, n_bytes: int, replies: list[tuple[EmulatedServo, bytes]]
-    ) -> None:
+    ) -> tuple[float, float]:
         """The wire at ``wire_baud`` (10 bits a byte, half duplex): the instruction of
         ``n_bytes`` takes the wire from when it was received (``received``, perf_counter s) or
         when the wire is free, whichever is later; each reply follows after its return delay and
         is written when its last byte would arrive. An instruction without replies (a sync write)
-        still holds the wire for its bytes, so the read after it waits for them."""
+        still holds the wire for its bytes, so the read after it waits for them. Returns when the
+        last reply was due and when it was written (perf_counter s)."""
         byte_s = 10.0 / self.wire_baud
         due = max(self._wire_free, received) + n_bytes * byte_s
         for servo, raw in replies:
-            delay = self.reply_delay_s + servo.get(XTable.RETURN_DELAY_TIME) * Units.RETURN_DELAY_S
+            delay = self.reply_delay_s + servo.table[_RETURN_DELAY] * Units.RETURN_DELAY_S
             due += delay + len(raw) * byte_s
-            wait = due - time.perf_counter()
-            if wait > SPIN_US * 1e-6:  # a shorter wait is spun (MonotonicClock.sleep_until)
-                time.sleep(wait)
-            while time.perf_counter() < due:
-                pass
+            _wait_until(due)
             self.port.write(raw)
         self._wire_free = due
+        return due, time.perf_counter()
 
     def _targets(self, pid: int) -> list[EmulatedServo]:
         if pid == BROADCAST_ID:
@@ -424,9 +578,10 @@ class ServoChainEmulator:
         a block is always ``length`` data bytes, zeros with ACCESS for a range it cannot read."""
         blocks = []
         servos, faults = self.servos, self._faults
+        drops = faults is not None and faults.drops_frames
         for pid, address, length in items:
             s = servos.get(pid)
-            if s is None or (faults is not None and faults.take_frame_drop(pid)):
+            if s is None or (drops and faults.take_frame_drop(pid)):
                 break  # an absent or silent servo breaks the chain: the rest never answer
             if address + length > XTable.SIZE or length == 0:
                 blocks.append((s.err(StatusError.ACCESS), pid, bytes(length)))
@@ -436,6 +591,24 @@ class ServoChainEmulator:
             return []
         length = dxl.fast_status_length([n for _, _, n in items])
         return [(servos[items[0][0]], dxl.fast_status_wire(length, blocks))]
+
+    def _present_reply(self) -> list[tuple[EmulatedServo, bytes]]:
+        """``_fast_reply`` of the cycle's read (the present block of every servo, in joint
+        order) from the packet laid out once (``FastStatusWriter``); ``_fast_reply`` itself where
+        a servo is absent or a frame drop is pending."""
+        servos = self.servos
+        faults = self._faults
+        if faults is not None and faults.drops_frames:
+            return self._fast_reply(self._present_items)
+        blocks, first = [], None
+        a, b = PRESENT_BLOCK_ADDRESS, PRESENT_BLOCK_ADDRESS + _PRESENT_BLOCK.size
+        for pid in self.map.ids:
+            s = servos.get(pid)
+            if s is None:
+                return self._fast_reply(self._present_items)
+            first = first or s
+            blocks.append((s.err(), s.table[a:b]))
+        return [(first, self._present_status.encode(blocks))]
 
     def _unicast(self, s: EmulatedServo, inst: int, params: bytes) -> dxl.StatusPacket | None:
         try:
@@ -497,22 +670,50 @@ class ServoChainEmulator:
         """A Goal Position alone for a servo holding a position (``goal_drive``): the same
         check, table write and drive as ``_write``, without walking the registers. False (nothing
         done) where that does not apply."""
-        g = s.goal_drive
-        if g is None or len(data) != 4:
+        if s.goal_drive is None or len(data) != 4:
             return False
-        j, direction, zero, tpr, lo, hi = g
-        value = int.from_bytes(data, "little", signed=True)
-        if not lo <= value <= hi:
+        goal = self._goal(s, int.from_bytes(data, "little", signed=True))
+        if goal is None:
             return False  # _write answers DATA_LIMIT (unheard: a sync write has no status)
+        self.source.set_goal(*goal)  # the drive _update_drive set, with a new goal
+        return True
+
+    def _write_goals(self, values: tuple[int, ...]) -> bool:
+        """The cycle's Goal Position ``values`` (joint order), each servo's as ``_write_goal``
+        writes it, the drives set under the source's lock once. False (nothing done) unless
+        every servo holds a position and every value is within its range."""
+        servos, goals = self.servos, []
+        for pid, value in zip(self.map.ids, values):
+            s = servos.get(pid)
+            goal = None if s is None or s.goal_drive is None else self._goal(s, value, False)
+            if goal is None:
+                return False
+            goals.append(goal)
         address = XTable.GOAL_POSITION.address
-        s.table[address : address + 4] = data
+        for pid, value in zip(self.map.ids, values):
+            servos[pid].table[address : address + 4] = value.to_bytes(4, "little", signed=True)
+        self.source.set_goals(goals)
+        return True
+
+    def _goal(self, s: EmulatedServo, value: int, write: bool = True) -> tuple[int, Drive] | None:
+        """``(joint, drive)`` of Goal Position ``value`` for servo ``s`` holding a position
+        (``goal_drive``; the register written unless not ``write``), or None if the value is
+        beyond its range."""
+        j, direction, zero, tpr, lo, hi = s.goal_drive
+        if not lo <= value <= hi:
+            return None
+        if write:
+            address = XTable.GOAL_POSITION.address
+            s.table[address : address + 4] = value.to_bytes(4, "little", signed=True)
         drive = object.__new__(Drive)  # frozen: filled directly, as ``Drive(...)`` would be
         drive.__dict__.update(s.goal_fields, q_goal=direction * (float(value) - zero) / tpr)
-        self.source.set_goal(j, drive)  # the drive _update_drive set, with a new goal
-        return True
+        return j, drive
 
     def _rekey(self, old: int, s: EmulatedServo) -> None:
         """An ID write: the servo answers to its new id (its joint stays the same)."""
         self.servos.pop(old)
         self.servos[s.id] = s
         self.joint_of[s.id] = self.joint_of.pop(old)
+        self._ids_intact = all(
+            self.servos.get(p) is t for p, t in zip(self.map.ids, self._by_joint)
+        )

@@ -19,9 +19,11 @@ import collections
 import enum
 import math
 import threading
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
+from twin.hardware.emulator import _compiled
 from twin.hardware.emulator.ft_device import IdealFtDevice
 from twin.hardware.errors import InvalidArgumentError
 
@@ -56,13 +58,16 @@ LIMP = Drive()
 
 class PhysicsSource(abc.ABC):
     """Joint physics and sensor samples for the emulators (module doc). Thread safe: every method
-    takes ``lock``; ``changed`` is notified after each advance."""
+    takes ``lock``; ``changed`` is notified after each advance that brought a sensor sample,
+    ``ft_changed`` / ``imu_changed`` after one that brought a sample of theirs."""
 
     n_joints = 6
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
+        self.ft_changed = threading.Condition(self.lock)  # a new F/T sample
+        self.imu_changed = threading.Condition(self.lock)  # a new IMU sample
         self.t_us = 0
         self._drives = [LIMP] * self.n_joints
         self._ft: collections.deque[WrenchSample] = collections.deque(maxlen=_HISTORY)
@@ -81,14 +86,28 @@ class PhysicsSource(abc.ABC):
     def joint_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Copies of ``(q, qd, tau)``, (6,) each: rad, rad/s, N m."""
 
+    def joint_lists(self) -> tuple[list[float], list[float], list[float]]:
+        """``joint_state`` as Python lists ``(q, qd, tau)``."""
+        q, qd, tau = self.joint_state()
+        return q.tolist(), qd.tolist(), tau.tolist()
+
+    def state_rows(self) -> np.ndarray:
+        """``joint_state`` as one (3, n) float64 array (a copy): rows q, qd, tau."""
+        return np.array(self.joint_state(), float)
+
     def advance_to(self, t_us: int) -> None:
-        """Integrate to ``t_us``; the sensor emulators waiting on ``changed`` are woken only when
-        a new sample arrived."""
+        """Integrate to ``t_us``; the sensor emulators waiting are woken only when a new sample
+        of theirs arrived (``ft_changed``, ``imu_changed``; ``changed`` for either)."""
         with self.changed:
             if t_us > self.t_us:
                 n_ft, n_imu = self._ft_count, self._imu_count
                 self._advance(int(t_us))
-                if (n_ft, n_imu) != (self._ft_count, self._imu_count):
+                ft, imu = n_ft != self._ft_count, n_imu != self._imu_count
+                if ft:
+                    self.ft_changed.notify_all()
+                if imu:
+                    self.imu_changed.notify_all()
+                if ft or imu:
                     self.changed.notify_all()
 
     @property
@@ -107,6 +126,12 @@ class PhysicsSource(abc.ABC):
         """``set_drive`` for a ``drive`` that differs from the joint's current one in ``q_goal``
         only (a servo's new Goal Position: the cycle's fast path)."""
         self.set_drive(joint, drive)
+
+    def set_goals(self, goals: list[tuple[int, Drive]]) -> None:
+        """``set_goal`` of each ``(joint, drive)``, under the lock once (a cycle's goals)."""
+        with self.lock:
+            for joint, drive in goals:
+                self.set_goal(joint, drive)
 
     def drive(self, joint: int) -> Drive:
         return self._drives[joint]
@@ -128,26 +153,33 @@ class PhysicsSource(abc.ABC):
     def imu_sample_at(self, t_us: int) -> ImuSample | None:
         """The latest IMU sample at or before ``t_us`` (sample and hold), or ``None``."""
         with self.lock:
-            times = [s.t_us for s in self._imu]
+            history = self._imu
+            if history and history[-1].t_us <= t_us:  # the common case: the newest
+                return history[-1]
+            times = [s.t_us for s in history]
             k = bisect.bisect_right(times, t_us)
-            return self._imu[k - 1] if k else None
+            return history[k - 1] if k else None
 
     def close(self) -> None:  # noqa: B027 - optional override
         """Release resources; safe to call twice."""
 
 
 class DriveArrays:
-    """The drives of all joints as arrays, for a vectorised torque: ``(n,)`` each."""
+    """The drives of all joints as arrays, for a vectorised torque: ``(n,)`` each, the rows of
+    one (6, n) float64 array ``rows`` (torque, kp, kd, q_goal, qd_goal, limit: the compiled
+    plant's ``drives``)."""
 
     def __init__(self, drives: list[Drive]) -> None:
         current = np.array([d.kind is DriveKind.CURRENT for d in drives])
         pd = np.array([d.kind is DriveKind.PD for d in drives])
-        self.torque = np.where(current, [d.torque for d in drives], 0.0)
-        self.kp = np.where(pd, [d.kp for d in drives], 0.0)
-        self.kd = np.where(pd, [d.kd for d in drives], 0.0)
-        self.q_goal = np.array([d.q_goal for d in drives])
-        self.qd_goal = np.array([d.qd_goal for d in drives])
-        self.limit = np.where(pd, [d.torque_limit for d in drives], np.inf)
+        self.rows = np.empty((6, len(drives)))
+        self.torque, self.kp, self.kd, self.q_goal, self.qd_goal, self.limit = self.rows
+        self.torque[:] = np.where(current, [d.torque for d in drives], 0.0)
+        self.kp[:] = np.where(pd, [d.kp for d in drives], 0.0)
+        self.kd[:] = np.where(pd, [d.kd for d in drives], 0.0)
+        self.q_goal[:] = [d.q_goal for d in drives]
+        self.qd_goal[:] = [d.qd_goal for d in drives]
+        self.limit[:] = np.where(pd, [d.torque_limit for d in drives], np.inf)
 
     def torques(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         """(n,) N m: the current drives' torque plus the clipped PD loops at state ``q``, ``qd``."""
@@ -185,14 +217,17 @@ class IdealSource(PhysicsSource):
     ) -> None:
         super().__init__()
         n = self.n_joints
-        self._q = np.zeros(n) if initial_q is None else np.array(initial_q, float).reshape(n)
-        self._qd = np.zeros(n)
-        self._tau = np.zeros(n)
-        self._inertia = np.broadcast_to(np.asarray(inertia, float), (n,)).copy()
-        self._damping = np.broadcast_to(np.asarray(damping, float), (n,)).copy()
-        self._effort = (
-            np.full(n, np.inf) if effort_limits is None else np.asarray(effort_limits, float)
-        )
+        self._state = np.zeros((3, n))  # q rad, qd rad/s, tau N m (the compiled plant's state)
+        self._q, self._qd, self._tau = self._state
+        if initial_q is not None:
+            self._q[:] = np.array(initial_q, float).reshape(n)
+        self._plant = np.empty((3, n))  # effort limit N m, damping, inertia (its plant)
+        self._effort, self._damping, self._inertia = self._plant
+        self._inertia[:] = np.broadcast_to(np.asarray(inertia, float), (n,))
+        self._damping[:] = np.broadcast_to(np.asarray(damping, float), (n,))
+        self._effort[:] = np.inf if effort_limits is None else np.asarray(effort_limits, float)
+        kernels = _compiled.kernels()
+        self._kernel = None if kernels is None else kernels.integrate
         if np.any(self._inertia <= 0) or np.any(self._damping < 0):
             raise InvalidArgumentError("inertia must be > 0 and damping >= 0 per joint")
         self._device = IdealFtDevice(sinc_length)
@@ -225,9 +260,25 @@ class IdealSource(PhysicsSource):
             if self._arrays is not None:
                 self._arrays.q_goal[joint] = drive.q_goal
 
+    def set_goals(self, goals: list[tuple[int, Drive]]) -> None:
+        with self.lock:
+            drives, arrays = self._drives, self._arrays
+            for joint, drive in goals:
+                drives[joint] = drive
+                if arrays is not None:
+                    arrays.q_goal[joint] = drive.q_goal
+
     def joint_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with self.lock:
             return self._q.copy(), self._qd.copy(), self._tau.copy()
+
+    def joint_lists(self) -> tuple[list[float], list[float], list[float]]:
+        with self.lock:
+            return self._state.tolist()
+
+    def state_rows(self) -> np.ndarray:
+        with self.lock:
+            return self._state.copy()
 
     def true_wrench(self, t_us: int) -> np.ndarray:
         """The wrench (6,) N, N m the ideal sensor measures at ``t_us``, before device settings."""
@@ -260,10 +311,18 @@ class IdealSource(PhysicsSource):
             self._imu_next_us += self._imu_period_us
 
     def _integrate(self, arrays: DriveArrays, steps: int, dt: float) -> None:
-        """``steps`` semi-implicit Euler steps of ``dt`` s: per joint the same float64
-        operations, in the same order, as ``DriveArrays.torques`` and the clamp to the effort
-        limits would do on arrays (bit for bit the same state), on Python floats: six joints,
-        a few steps a read, where numpy's per-call cost is all the cost."""
+        """``steps`` semi-implicit Euler steps of ``dt`` s: compiled where numba is
+        (``_compiled.integrate``), else ``_integrate_floats``; the same state either way."""
+        if self._kernel is not None:
+            self._kernel(self._state, arrays.rows, self._plant, steps, dt)
+        else:
+            self._integrate_floats(arrays, steps, dt)
+
+    def _integrate_floats(self, arrays: DriveArrays, steps: int, dt: float) -> None:
+        """``_integrate`` on Python floats: per joint the same float64 operations, in the same
+        order, as ``DriveArrays.torques`` and the clamp to the effort limits would do on arrays
+        (bit for bit the same state): six joints, a few steps a read, where numpy's per-call
+        cost is all the cost."""
         q, qd, tau = self._q.tolist(), self._qd.tolist(), self._tau.tolist()
         joints = list(
             zip(
@@ -294,21 +353,21 @@ class IdealSource(PhysicsSource):
                 qdj += dt * (tj - damping * qdj) / inertia
                 qj += dt * qdj
             q[j], qd[j], tau[j] = qj, qdj, tj
-        self._q[:], self._qd[:] = q, qd
-        self._tau = np.array(tau)
+        self._state[:] = q, qd, tau
 
     def _sample_ft(self, t_us: int) -> None:
         dev = self._device
         if not dev.streaming:
             return
         period_us = dev.sinc_length * 1e6 / 51200.0
+        ts = self._ft_origin_us + round(self._ft_next_k * period_us)
+        if ts > t_us:  # the common case: no sample due yet
+            return
         status = dev.status_bits()
-        while True:
-            ts = self._ft_origin_us + round(self._ft_next_k * period_us)
-            if ts > t_us:
-                break
+        while ts <= t_us:
             self._ft.append(WrenchSample(ts, dev.output(self.true_wrench(ts)), status, 30.0))
             self._ft_next_k += 1
+            ts = self._ft_origin_us + round(self._ft_next_k * period_us)
 
 
 class RobotSource(PhysicsSource):
@@ -382,8 +441,19 @@ class RealTimeRunner:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.tick_s):
-            self.source.advance_to(self.clock.now_us())
+        # a plain sleep (not ``Event.wait``, whose timed wait runs a page of Python every tick):
+        # ``close`` waits for the tick in progress, a few milliseconds at most
+        stop, sleep, tick, source, clock = (
+            self._stop,
+            time.sleep,
+            self.tick_s,
+            self.source,
+            self.clock,
+        )
+        while not stop.is_set():
+            sleep(tick)
+            if not stop.is_set():
+                source.advance_to(clock.now_us())
 
     def close(self) -> None:
         self._stop.set()

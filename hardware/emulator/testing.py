@@ -48,6 +48,26 @@ def emulator_config(config=None, **robot_overrides):
     return replace(config, **{**fields, **robot_overrides})
 
 
+def random_drive(rng):
+    """A drive of a random kind (limp, a current, a PD loop) with random values, from the numpy
+    generator ``rng``: for property tests of the physics sources."""
+    from twin.hardware.emulator.sources import Drive, DriveKind
+
+    kind = int(rng.integers(3))
+    if kind == 0:
+        return Drive()
+    if kind == 1:
+        return Drive(DriveKind.CURRENT, torque=float(rng.normal(0.0, 3.0)))
+    return Drive(
+        DriveKind.PD,
+        q_goal=float(rng.normal()),
+        qd_goal=float(rng.normal()),
+        kp=float(rng.uniform(0.0, 50.0)),
+        kd=float(rng.uniform(0.0, 2.0)),
+        torque_limit=float(rng.uniform(0.1, 10.0)),
+    )
+
+
 def pin_process(cpus: set[int] | None) -> bool:
     """Move every thread of this process (and, by inheritance, the threads it starts later)
     onto the CPUs ``cpus`` (None: every CPU again). A benchmark pins the emulators and the host

@@ -33,6 +33,11 @@ _EPOCH = (24, 1, 1)  # device clock origin: 2024-01-01 00:00:00
 _MAG_WORLD = np.array([200.0, 0.0, -400.0])  # raw magnetometer counts of the field, world frame
 
 
+def _clipped(values, limit: float) -> list[float]:
+    """``np.clip(values, -limit, limit)`` on Python floats (a nan stays a nan)."""
+    return [min(max(float(v), -limit), limit) for v in values]
+
+
 class WitmotionEmulator:
     """The IMU on its own pseudo-terminal (module doc)."""
 
@@ -72,8 +77,8 @@ class WitmotionEmulator:
 
     def close(self) -> None:
         self._stop.set()
-        with self.source.changed:
-            self.source.changed.notify_all()
+        with self.source.imu_changed:
+            self.source.imu_changed.notify_all()
         self._thread.join(timeout=2.0)
         self.port.close()
 
@@ -168,9 +173,9 @@ class WitmotionEmulator:
     def _stream(self) -> None:
         src = self.source
         while not self._stop.is_set():
-            groups = []
-            with src.changed:
-                src.changed.wait(0.05)
+            due = []  # (t_us, sample) of each output instant reached, taken under the lock
+            with src.imu_changed:
+                src.imu_changed.wait(0.05)
                 if self._period_us <= 0 and not self._single:
                     continue
                 types = wit.types_in(self.registers[wit.Reg.RSW])
@@ -178,15 +183,17 @@ class WitmotionEmulator:
                     t = round(self._next_t)
                     sample = src.imu_sample_at(t)
                     if sample is not None:
-                        try:
-                            groups.append(self._group(t, sample, types))
-                        except ValueError as e:  # a value the packets cannot carry: skip it
-                            self.stream_errors.append(f"t={t} us: {e}")
+                        due.append((t, sample))
                     if self._single:
                         self._single, self._period_us = False, 0.0
                         break
                     self._next_t += self._period_us
-            for g in groups:
+            for t, sample in due:  # encoded outside the lock, which the servo chain waits on
+                try:
+                    g = self._group(t, sample, types)
+                except ValueError as e:  # a value the packets cannot carry: skip it
+                    self.stream_errors.append(f"t={t} us: {e}")
+                    continue
                 if self._forge:
                     g = self._forged(g, self._forge.popleft())
                     self.groups_forged += 1
@@ -207,9 +214,9 @@ class WitmotionEmulator:
                 yy, mm, dd = _EPOCH[0], _EPOCH[1], _EPOCH[2] + d % 28
                 out.append(wit.encode_packet(kind, [yy | mm << 8, dd | h << 8, m | s << 8, ms]))
             elif kind == wit.PacketType.ACCEL:
-                out.append(wit.encode_accel(np.clip(sample.specific_force, -156.0, 156.0), 25.0))
+                out.append(wit.encode_accel(_clipped(sample.specific_force, 156.0), 25.0))
             elif kind == wit.PacketType.GYRO:
-                out.append(wit.encode_gyro(np.clip(sample.angular_rate, -34.0, 34.0)))
+                out.append(wit.encode_gyro(_clipped(sample.angular_rate, 34.0)))
             elif kind == wit.PacketType.ANGLE:
                 rpy = quaternion.matrix_to_rpy(quaternion.to_matrix(q))
                 rpy = (rpy + np.pi) % (2 * np.pi) - np.pi  # [-pi, pi): -pi is -32768

@@ -244,6 +244,87 @@ class PresentLayout:
                 raise ProtocolError(f"fast-read block {k} (id {self.ids[k]}): CRC-16 mismatch")
 
 
+class CycleRequests:
+    """The device side of the bus cycle: ``match`` recognises one read of the port that holds
+    exactly the cycle's instructions to ``ids`` (the ``GoalWriter`` SYNC_WRITE of ``reg``, then
+    the FAST_SYNC_READ of the present block, either alone or both in that order), unstuffed
+    and CRC-intact, without building packets. Whatever else a device reads goes to its stream
+    parser, which takes the same instructions to the same values (``tests/test_hw_emulator_cycle.py``)."""
+
+    def __init__(self, reg: Register, ids: Sequence[int]) -> None:
+        self.ids, self.reg = tuple(ids), reg
+        n = len(ids)
+        writer = GoalWriter(reg, ids)
+        self.goal_bytes = sync_write_length(n, reg.size)
+        #: The goal SYNC_WRITE's first 12 bytes: HEADER, 0xFE, LEN, SYNC_WRITE, address, size.
+        self.goal_head = writer._head
+        self._id_bytes = bytes(self.ids)
+        code = _VALUE_TYPES[(reg.size, reg.signed)][-2:].replace("<", "")
+        self._values = struct.Struct("<" + ("x" + np.dtype(code).char) * n).unpack_from
+        self.read_request = PresentLayout(ids, True).request
+
+    def match(self, data: bytes) -> tuple[tuple[int, ...] | None, bool] | None:
+        """``(goal values in the order of ids, or None; whether the read follows)`` if ``data``
+        is exactly the cycle's instructions (class doc), else None."""
+        g = self.goal_bytes
+        if not data.startswith(self.goal_head):
+            return (None, True) if data == self.read_request else None
+        n = len(data)
+        if n != g and (n != g + len(self.read_request) or not data.endswith(self.read_request)):
+            return None
+        end = g - 2
+        if (
+            data[12 : end : 1 + self.reg.size] != self._id_bytes
+            or STUFF_PATTERN in data[7:end]  # a stuffed body: the parser unstuffs it
+            or crc16_dynamixel(data, 0, end) != data[end] | data[end + 1] << 8
+        ):
+            return None
+        return self._values(data, len(self.goal_head)), n > g
+
+
+class FastStatusWriter:
+    """The aggregate status of a fast read of ``length`` data bytes from each of ``ids`` (a
+    device's answer to the cycle's read, every servo answering), laid out once: ``encode``
+    fills in each block's ERR byte and data and the CRCs (compiled where numba is), the same
+    bytes as ``dxl.fast_status_wire`` (``tests/test_hw_emulator_cycle.py``)."""
+
+    def __init__(self, ids: Sequence[int], length: int) -> None:
+        n, self.length = len(ids), length
+        len_field = dxl.fast_status_length([length] * n)
+        self._buf = bytearray(
+            dxl.fast_status_wire(len_field, [(0, pid, bytes(length)) for pid in ids])
+        )
+        block = length + FAST_BLOCK_OVERHEAD
+        self._offsets = [8 + k * block for k in range(n)]
+        self.ends = np.array([o + 2 + length for o in self._offsets], np.int64)
+        #: The packet as a uint8 array (a compiled device's view: it fills in ERR, data and
+        #: the CRCs at ``ends`` itself, then takes ``wire()``).
+        self.array = np.frombuffer(self._buf, np.uint8)
+        kernels = _compiled.kernels()
+        self._kernel = None if kernels is None else kernels.block_crcs
+
+    def encode(self, blocks: Sequence[tuple[int, bytes]]) -> bytes:
+        """Wire bytes for one ``(err, data)`` per servo, in the order of ``ids`` (each ``data``
+        exactly ``length`` bytes: not checked, a device's hot path)."""
+        buf, n = self._buf, self.length
+        for o, (err, data) in zip(self._offsets, blocks):
+            buf[o] = err
+            buf[o + 2 : o + 2 + n] = data
+        if self._kernel is not None:
+            self._kernel(self.array, self.ends)
+        else:
+            crc, done = 0, 0  # as fast_status_wire: the running CRC over buf[:done]
+            for end in self.ends.tolist():
+                crc = crc16_dynamixel(buf[done:end], crc)
+                buf[end], buf[end + 1] = crc & 0xFF, crc >> 8
+                done = end
+        return bytes(buf)
+
+    def wire(self) -> bytes:
+        """The packet's bytes as they are (after ``array`` was filled in)."""
+        return bytes(self._buf)
+
+
 def alert_flags(err: bytes) -> np.ndarray:
     """(n,) bool: the alert bit of each ERR byte."""
     return (np.frombuffer(err, np.uint8) & ALERT_BIT) != 0

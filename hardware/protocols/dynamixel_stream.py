@@ -56,6 +56,11 @@ class DynamixelStreamParser:
         self._seen_packet = False
         self.stats = ParserStats()
 
+    @property
+    def pending(self) -> bool:
+        """Whether bytes of an incomplete packet (or garbage) wait for the next ``feed``."""
+        return bool(self._buf)
+
     def reset(self) -> None:
         self._buf.clear()
         self._in_garbage = False

@@ -164,12 +164,18 @@ class WitmotionStreamParser(FixedFrameParser[Packet]):
 
 
 def _quantise(values, scale: float, name: str) -> list[int]:
-    raw = np.rint(np.asarray(values, dtype=float) / scale)
-    if not np.all(np.isfinite(raw)) or np.any(raw < -32768) or np.any(raw > 32767):
-        raise InvalidArgumentError(
-            f"{name} {values!r} is outside the int16 range [{-32768 * scale:g}, {32767 * scale:g}]"
-        )
-    return [int(v) for v in raw]
+    """``values`` / ``scale`` rounded half to even (as ``np.rint``), each an int16; on Python
+    floats (three or four values, where numpy's per-call cost would be all the cost)."""
+    out = []
+    for v in values:
+        x = float(v) / scale
+        r = round(x) if math.isfinite(x) else None
+        if r is None or not -32768 <= r <= 32767:
+            raise InvalidArgumentError(
+                f"{name} {values!r} is outside the int16 range [{-32768 * scale:g}, {32767 * scale:g}]"
+            )
+        out.append(r)
+    return out
 
 
 def encode_accel(specific_force, temperature_c: float = 25.0) -> bytes:
