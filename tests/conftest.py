@@ -27,14 +27,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "twin"))
 #: One process per line builds (or, on a warm cache, just loads) the compiled kernels that the
 #: tests' subprocesses (the CLI, the scenario sweeps, Ray workers) and pytest-xdist's workers
 #: would otherwise each build again while the disk cache is cold: the planner's checks; the
-#: transformers' and the shipped arm's dynamics kernels; the serial bus cycle's codec. Two
-#: processes: one a core.
+#: transformers' and the shipped arm's dynamics kernels; the serial bus cycle's codec and the servo
+#: emulator's. Two processes: one a core.
 WARM_UP = (
     "from twin.planning import Planner, PlannerSettings; Planner(PlannerSettings(seed=0))",
     "import numpy as np; from twin.transforms import _compiled; _compiled.kernels();"
     " from twin.dynamics import ArmDynamics; ArmDynamics.default().inverse_dynamics("
     "np.zeros(6), np.zeros(6), np.zeros(6));"
-    " from twin.hardware.protocols import _compiled as cycle; cycle.kernels()",
+    " from twin.hardware.protocols import _compiled as cycle; cycle.kernels();"
+    " from twin.hardware.emulator import _compiled as emulator; emulator.kernels()",
 )
 
 
@@ -174,6 +175,7 @@ WARM_MARKS = (
     "twin_transforms_*.pose_batch_parallel-*.nbi",
     "twin_dynamics_*.mass_many-*.nbi",
     "twin_hardware_cycle_*.present_joints-*.nbi",
+    "twin_emulator_plant_*.present_wire-*.nbi",
 )
 
 
