@@ -319,12 +319,16 @@ def _float_rows(
         if rows.shape != (len(COMMAND_FIELDS), n):
             return None
         return tuple(rows.tolist())
+    d = command.__dict__
     out = []
     for name in COMMAND_FIELDS:
-        a = getattr(command, name)
-        if type(a) is not np.ndarray or a.dtype is not _F64 or a.shape != (n,):
+        a = d.get(name)
+        if type(a) is not np.ndarray or a.dtype is not _F64 or a.ndim != 1:
             return None
-        out.append(a.tolist())
+        row = a.tolist()
+        if len(row) != n:
+            return None
+        out.append(row)
     return tuple(out)
 
 
