@@ -546,15 +546,12 @@ class DynamixelBus(LinkedDevice):
         cycle's read. A fast read's intact answer is checked, decoded and converted in one
         compiled call where numba is (``PresentLayout.decode_joints``); every other answer as
         ``read_present`` takes it, then converted."""
-        last = self._last_read  # (as ``_read``: one call fewer on the cycle's path)
-        if last is not None and last[0] is ids and last[1] is self.fast_read:
+        last = self._last_read  # the cycle's read: the servos (the same tuple) and mode of the
+        if last is not None and last[0] is ids and last[1] is self.fast_read:  # last one
             return self._read_present(last[2], True, ahead, joints)
         return self._read(tuple(ids), ahead, joints)
 
     def _read(self, ids: tuple[int, ...], ahead: bytes, joints: JointMap | None):
-        last = self._last_read  # the cycle's read: the servos (the same tuple) and mode of the
-        if last is not None and last[0] is ids and last[1] is self.fast_read:  # last one
-            return self._read_present(last[2], True, ahead, joints)
         fast = self.uses_fast_read(ids)
         if fast is not None:  # decided (until the next connection, or ``fast_read`` is set)
             self._last_read = (ids, self.fast_read, self.present_layout(ids, fast))
