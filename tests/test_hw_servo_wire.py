@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
-from hypothesis import strategies as st
 from twin.hardware import load_config
 from twin.hardware.arm_bus import ArmBus
 from twin.hardware.errors import InvalidArgumentError
 from twin.hardware.protocols import dynamixel as dxl
-from twin.hardware.protocols.dynamixel_cycle import GoalWriter
 from twin.hardware.protocols.dynamixel_packet import decode_packet
 from twin.hardware.protocols.dynamixel_table import XTable
 
@@ -37,39 +34,15 @@ def _command(q, qd, tau, kp, kd) -> JointCommand:
     )
 
 
-@given(
-    st.lists(st.floats(-3.0, 3.0), min_size=6, max_size=6),
-    st.lists(st.floats(-10.0, 10.0), min_size=6, max_size=6),
-    st.lists(st.floats(-20.0, 20.0), min_size=6, max_size=6),
-    st.lists(st.floats(0.05, 80.0), min_size=6, max_size=6),
-    st.lists(st.floats(0.0, 3.0), min_size=6, max_size=6),
-)
-def test_float_path_gives_the_array_ticks_and_the_goal_writer_bytes(q, qd, tau, kp, kd):
-    raw = _command(q, qd, tau, kp, kd)
-    checked = raw.validated(_NAMES, _EFFORT, _LIMITS)
-    assume(checked.values is not None)  # every rule held: the float path
-    p, _ = _MAP.gains_from_kp_kd(checked.kp, checked.kd)
-    assume((p > 0).all())  # a joint without P gain takes the general path
-    kp_servo = _MAP.kp_kd_from_gains(p, np.zeros_like(p))[0]
-    goal = checked.q_des + (checked.tau_ff + checked.kd * checked.qd_des) / kp_servo
+def test_the_goal_wire_parses_as_the_goal_sync_write():
     arm = ArmBus(None, _CONFIG, _EFFORT)
-    try:
-        want = _MAP.ticks_from_q(goal)
-    except InvalidArgumentError:
-        with pytest.raises(InvalidArgumentError):
-            arm.servo_targets(checked)
-        return
-    got = arm.servo_targets(checked)
-    assert got.goal_ticks.dtype == np.int64 and got.goal_ticks.tolist() == want.tolist()
-    writer = GoalWriter(XTable.GOAL_POSITION, _MAP.ids)
-    assert got.wire == writer.encode(want)
-    # the general path (a command validated without limits: no floats) lays out the same bytes
-    general = arm.servo_targets(raw.validated(_NAMES, _EFFORT))
-    assert general.wire == got.wire and general.goal_ticks.tolist() == want.tolist()
+    q = np.linspace(-1.0, 1.0, 6)
+    checked = _command(q, np.zeros(6), np.zeros(6), np.full(6, 5.0), np.full(6, 0.5))
+    got = arm.servo_targets(checked.validated(_NAMES, _EFFORT, _LIMITS))
     address, size, data = dxl.parse_sync_write(decode_packet(got.wire).params)
     assert (address, size) == (XTable.GOAL_POSITION.address, XTable.GOAL_POSITION.size)
     values = [dxl.decode_value(data[pid], signed=True) for pid in _MAP.ids]
-    assert values == want.tolist()
+    assert values == got.goal_ticks.tolist() == _MAP.ticks_from_q(q).tolist()
 
 
 def test_float_path_refuses_a_goal_beyond_the_servo_range():
