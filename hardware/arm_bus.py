@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -444,9 +444,9 @@ class ArmBus:
         return ServoTargets(ticks, p, d, clamped)
 
     def _command_targets(
-        self, values: list[list[float]], p: np.ndarray, d: np.ndarray, kp_div: list[float]
+        self, values: Sequence[Sequence[float]], p: np.ndarray, d: np.ndarray, kp_div: list[float]
     ) -> ServoTargets:
-        """``servo_targets`` of a command's rows as floats (5 lists of n) whose joints all have
+        """``servo_targets`` of a command's rows as floats (5 sequences of n) whose joints all have
         a P gain, with its Goal Position SYNC_WRITE laid out at once (``wire``, sent by every
         cycle the command is in force). The general path's operations in the same order on
         Python floats (six joints, where numpy's per-call cost would dominate; IEEE doubles

@@ -185,9 +185,9 @@ class JointCommand:
         return rows
 
     @property
-    def values(self) -> tuple[list[float], ...] | None:
-        """A validated command's five rows as lists of n Python floats (``rows.tolist()``: what
-        ``validated`` checked, when every check held at once, with nothing changed), for a
+    def values(self) -> tuple[tuple[float, ...], ...] | None:
+        """A validated command's five rows as tuples of n Python floats (the values of ``rows``:
+        what ``validated`` checked, when every check held at once, with nothing changed), for a
         backend that works on a handful of floats (numpy's per-call cost dominates there); None
         otherwise."""
         return self.__dict__.get("_values")
@@ -311,14 +311,14 @@ _F64 = np.dtype(np.float64)
 
 def _float_rows(
     command: JointCommand, rows: np.ndarray | None, n: int
-) -> tuple[list[float], ...] | None:
-    """The five fields of ``command`` as lists of n Python floats, from its ``rows`` (5, n)
-    or from five float64 arrays of shape (n,); None for anything else (``validated``'s general
-    path then converts, checks and explains)."""
+) -> tuple[tuple[float, ...], ...] | None:
+    """The five fields of ``command`` as tuples of n Python floats (immutable: what is checked
+    is what stays in force), from its ``rows`` (5, n) or from five float64 arrays of shape (n,);
+    None for anything else (``validated``'s general path then converts, checks and explains)."""
     if rows is not None:
         if rows.shape != (len(COMMAND_FIELDS), n):
             return None
-        return tuple(rows.tolist())
+        return tuple(map(tuple, rows.tolist()))
     d = command.__dict__
     out = []
     for name in COMMAND_FIELDS:
@@ -328,7 +328,7 @@ def _float_rows(
         row = a.tolist()
         if len(row) != n:
             return None
-        out.append(row)
+        out.append(tuple(row))
     return tuple(out)
 
 
