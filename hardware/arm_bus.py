@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -167,24 +167,15 @@ class ServoTargets:
     p_gain: np.ndarray
     d_gain: np.ndarray
     clamped: dict[int, float] = field(default_factory=dict)
-    #: The Goal Position SYNC_WRITE's wire bytes, when laid out with the targets (a command's).
-    wire: bytes | None = None
 
     @classmethod
     def _fast(
-        cls,
-        goal_ticks: np.ndarray,
-        p_gain: np.ndarray,
-        d_gain: np.ndarray,
-        clamped: dict,
-        wire: bytes | None = None,
+        cls, goal_ticks: np.ndarray, p_gain: np.ndarray, d_gain: np.ndarray, clamped: dict
     ) -> ServoTargets:
-        """``ServoTargets(goal_ticks, p_gain, d_gain, clamped, wire)`` filled directly (as
+        """``ServoTargets(goal_ticks, p_gain, d_gain, clamped)`` filled directly (as
         ``JointReading._fast``)."""
         out = object.__new__(cls)
-        out.__dict__.update(
-            goal_ticks=goal_ticks, p_gain=p_gain, d_gain=d_gain, clamped=clamped, wire=wire
-        )
+        out.__dict__.update(goal_ticks=goal_ticks, p_gain=p_gain, d_gain=d_gain, clamped=clamped)
         return out
 
     def clamp_text(self) -> str:
@@ -209,7 +200,6 @@ class ArmBus:
         self.bus, self.config = bus, config
         self.map = config.joint_map()
         self.ids = list(self.map.ids)
-        self._n = len(self.ids)
         self._ids_t = tuple(self.ids)  # the same tuple every cycle (the bus's read memo)
         self.mode = config.control_mode
         self.effort = np.asarray(effort_limits, float)
@@ -393,38 +383,28 @@ class ArmBus:
         ``hold``) a goal is beyond the servo's range. A ``hold`` (the arm's own reading: a park,
         a safe hold) is never refused for its goal: it is clamped to the range (``clamped``)."""
         m = self.map
-        values = cmd.values  # a validated command's rows as floats, or None
-        if values is not None and len(values[3]) == self._n:
-            key, rows = (values[3], values[4]), None  # kp, kd: lists of floats, by value
-        else:
-            rows = cmd.rows  # a validated command: its (5, n) rows in one array
-            if rows is None or rows.shape != (5, self._n):
-                rows = np.array((cmd.q_des, cmd.qd_des, cmd.tau_ff, cmd.kp, cmd.kd), float)
-            key = rows[3:].tobytes()
+        rows = cmd.rows  # a validated command: its (5, n) rows in one array
+        if rows is None or rows.shape != (5, len(self.ids)):
+            rows = np.array((cmd.q_des, cmd.qd_des, cmd.tau_ff, cmd.kp, cmd.kd), float)
+        key = rows[3:].tobytes()  # kp, kd
         cache = self._gain_cache
         if cache is not None and cache[0] == key:
             p, d, kp_div, kp_list, no_p = cache[1]  # commands rarely change their gains
         else:
-            kp, kd = (rows[3], rows[4]) if rows is not None else map(np.array, key)
-            p, d = m.gains_from_kp_kd(kp, kd)
+            p, d = m.gains_from_kp_kd(rows[3], rows[4])
             kp_servo = m.kp_kd_from_gains(p, np.zeros_like(p))[0]
             no_p = p == 0
             kp_div = np.where(no_p, np.inf, kp_servo)  # a joint without P gets no feed-forward
             no_p = no_p if no_p.any() else None
             kp_list = kp_div.tolist()
             self._gain_cache = (key, (p, d, kp_div, kp_list, no_p))
-        if no_p is None and not hold and rows is None:  # a validated command, on its floats
-            return self._command_targets(values, p, d, kp_list)
-        if rows is None:
-            rows = cmd.rows
         if no_p is None and not hold:  # the cycle's command: compiled, or on Python floats
             kernel = self._ticks_kernel  # (rows: a C-ordered copy, as every array passed to it)
             if kernel is not None:
                 ticks = np.empty(len(self.ids), np.int64)
                 if kernel(rows, kp_div, m.tick_terms, ticks) == 0:
-                    wire = self._goal_writer.encode(ticks, checked=True)
-                    return ServoTargets._fast(ticks, p, d, _NO_CLAMP, wire)
-            return self._command_targets(rows.tolist(), p, d, kp_list)  # (raises: bad goal)
+                    return ServoTargets._fast(ticks, p, d, _NO_CLAMP)
+            return self._command_targets(rows, p, d, kp_list)  # (which raises for a bad goal)
         ff = cmd.tau_ff + cmd.kd * cmd.qd_des
         if no_p is not None:
             bad = np.flatnonzero(no_p & (np.abs(ff) > 1e-12))
@@ -444,30 +424,17 @@ class ArmBus:
         return ServoTargets(ticks, p, d, clamped)
 
     def _command_targets(
-        self, values: Sequence[Sequence[float]], p: np.ndarray, d: np.ndarray, kp_div: list[float]
+        self, rows: np.ndarray, p: np.ndarray, d: np.ndarray, kp_div: list[float]
     ) -> ServoTargets:
-        """``servo_targets`` of a command's rows as floats (5 sequences of n) whose joints all have
-        a P gain, with its Goal Position SYNC_WRITE laid out at once (``wire``, sent by every
-        cycle the command is in force). The general path's operations in the same order on
-        Python floats (six joints, where numpy's per-call cost would dominate; IEEE doubles
-        either way, so the same ticks; ``round`` is half to even, as ``np.rint``), in one
-        loop; a goal beyond the servo's range (or not finite) goes through
-        ``JointMap.ticks_from_floats``, which refuses it with its error."""
-        q, qd, tau, _, kd = values
-        lim, ticks = Units.EXTENDED_POSITION_LIMIT, []
-        try:
-            for a, b, c, e, div, (s, z) in zip(q, qd, tau, kd, kp_div, self.map.tick_floats):
-                t = round((a + (c + e * b) / div) * s + z)
-                if not -lim <= t <= lim:
-                    raise ValueError(t)
-                ticks.append(t)
-        except (OverflowError, ValueError):  # inf, nan or beyond the range: refused
-            goal = [a + (c + e * b) / div for a, b, c, e, div in zip(q, qd, tau, kd, kp_div)]
-            self.map.ticks_from_floats(goal)
-            raise  # (not reached: ticks_from_floats raises for such a goal)
-        goal_ticks = np.array(ticks, np.int64)
-        wire = self._goal_writer.encode(goal_ticks, checked=True)
-        return ServoTargets._fast(goal_ticks, p, d, _NO_CLAMP, wire)
+        """``servo_targets`` of a command's ``rows`` (5, n) whose joints all have a P gain: the
+        general path's operations in the same order on Python floats (six joints, where numpy's
+        per-call cost would dominate; IEEE doubles either way, so the same ticks), the ticks by
+        ``JointMap.ticks_from_floats`` (which refuses a goal beyond the servo's range), and a
+        ``ServoTargets._fast``."""
+        q, qd, tau, _, kd = rows.tolist()
+        goal = [a + (c + e * b) / div for a, b, c, e, div in zip(q, qd, tau, kd, kp_div)]
+        ticks = self.map.ticks_from_floats(goal)
+        return ServoTargets._fast(np.array(ticks, np.int64), p, d, _NO_CLAMP)
 
     def send_servo(self, targets: ServoTargets) -> None:
         """The cycle's goals in servo-side mode: one SYNC_WRITE of Goal Position (laid out once),
@@ -491,10 +458,7 @@ class ArmBus:
                 self.bus.sync_write(GAIN_BLOCK_ADDRESS, GAIN_BLOCK_LENGTH, data)
                 self._gains = gains
             self._sent_gains = (targets.p_gain, targets.d_gain)
-        wire = targets.wire
-        return (
-            wire if wire is not None else self._goal_writer.encode(targets.goal_ticks, checked=True)
-        )
+        return self._goal_writer.encode(targets.goal_ticks, checked=True)
 
     def current_for(self, u: np.ndarray) -> np.ndarray:
         """(n,) Goal Current units for joint torques ``u`` (n,) N m, within the current limits."""

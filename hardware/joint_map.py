@@ -94,11 +94,6 @@ class JointMap:
         return self._present_terms
 
     @property
-    def tick_floats(self) -> tuple[tuple[float, float], ...]:
-        """``tick_terms`` per joint as Python floats: (signed ticks per rad, zero ticks)."""
-        return self._tick_terms
-
-    @property
     def tick_terms(self) -> np.ndarray:
         """(2, n) read-only: ``ticks_from_q``'s constants, rows signed ticks per rad and zero
         ticks (the compiled command ticks, ``ArmBus``, apply them with the same operations)."""

@@ -176,21 +176,7 @@ class JointCommand:
         """The five fields as one (5, n) float64 array, rows ``q_des, qd_des, tau_ff, kp, kd``
         (a validated command's read-only copy, or ``from_rows``' staging array); None for a
         command built from separate fields."""
-        fields = self.__dict__
-        rows = fields.get("_rows")
-        if rows is None and "_values" in fields:  # validated on floats: the array on first use
-            rows = np.array(fields["_values"], dtype=float)
-            rows.setflags(write=False)
-            fields["_rows"] = rows
-        return rows
-
-    @property
-    def values(self) -> tuple[tuple[float, ...], ...] | None:
-        """A validated command's five rows as tuples of n Python floats (the values of ``rows``:
-        what ``validated`` checked, when every check held at once, with nothing changed), for a
-        backend that works on a handful of floats (numpy's per-call cost dominates there); None
-        otherwise."""
-        return self.__dict__.get("_values")
+        return self.__dict__.get("_rows")
 
     def __getstate__(self) -> dict[str, object]:
         """Pickles and copies keep the five fields only: they are not tied to a staging array."""
@@ -200,8 +186,8 @@ class JointCommand:
         """A field of a validated command: a row of its checked array, made on first use (a
         backend that reads the rows at once, as the sim does, never pays for the five views)."""
         index = _FIELD_ROW.get(name)
-        rows = None if index is None else self.rows
-        if rows is None:
+        rows = self.__dict__.get("_rows")
+        if index is None or rows is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         view = self.__dict__[name] = rows[index]
         return view
@@ -222,13 +208,6 @@ class JointCommand:
         """
         n = len(joint_names)
         rows = self.rows  # set by from_rows: one float64 (5, m) array
-        fast = limits is not None and limits.effort is effort_limits
-        if fast:  # the common case, on Python floats: five lists, every check in one pass
-            values = _float_rows(self, rows, n)
-            if values is not None and limits.holds(*values):
-                out = object.__new__(JointCommand)  # frozen: fill the instance dict directly
-                out.__dict__["_values"] = values  # ``rows`` made from them on first use
-                return out
         if rows is not None:
             stacked = rows.copy()
         else:
@@ -240,8 +219,16 @@ class JointCommand:
                 stacked = None
         if stacked is None or stacked.shape != (len(COMMAND_FIELDS), n):
             self._raise_shape_error(n)
-        values = stacked.ravel().tolist()
-        wall = self._checked_slow(stacked, values, joint_names, effort_limits, limits)
+        q, qd, tau, kp, kd = stacked.tolist()
+        if (
+            limits is not None
+            and limits.effort is effort_limits
+            and limits.holds(q, qd, tau, kp, kd)
+        ):
+            wall = False  # the common case: every check and every rule holds already
+        else:
+            values = [*q, *qd, *tau, *kp, *kd]
+            wall = self._checked_slow(stacked, values, joint_names, effort_limits, limits)
         stacked.setflags(write=False)
         out = object.__new__(JointCommand)  # frozen: fill the instance dict directly
         fields = out.__dict__
@@ -306,32 +293,6 @@ class JointCommand:
                 )
 
 
-_F64 = np.dtype(np.float64)
-
-
-def _float_rows(
-    command: JointCommand, rows: np.ndarray | None, n: int
-) -> tuple[tuple[float, ...], ...] | None:
-    """The five fields of ``command`` as tuples of n Python floats (immutable: what is checked
-    is what stays in force), from its ``rows`` (5, n) or from five float64 arrays of shape (n,);
-    None for anything else (``validated``'s general path then converts, checks and explains)."""
-    if rows is not None:
-        if rows.shape != (len(COMMAND_FIELDS), n):
-            return None
-        return tuple(map(tuple, rows.tolist()))
-    d = command.__dict__
-    out = []
-    for name in COMMAND_FIELDS:
-        a = d.get(name)
-        if type(a) is not np.ndarray or a.dtype is not _F64 or a.ndim != 1:
-            return None
-        row = a.tolist()
-        if len(row) != n:
-            return None
-        out.append(tuple(row))
-    return tuple(out)
-
-
 def joint_torque(
     command: JointCommand, q: np.ndarray, qd: np.ndarray, effort_limits: np.ndarray
 ) -> np.ndarray:
@@ -365,10 +326,7 @@ def torque_law(
 
         return walled
     rows = command.rows  # a validated command's fields are rows of one array
-    values = command.values
-    if values is not None:
-        q_des, qd_des, tau_ff, kp, kd = values
-    elif rows is not None:
+    if rows is not None:
         q_des, qd_des, tau_ff, kp, kd = rows.tolist()
     else:
         q_des, qd_des, tau_ff, kp, kd = (
