@@ -200,6 +200,7 @@ class ArmBus:
         self.bus, self.config = bus, config
         self.map = config.joint_map()
         self.ids = list(self.map.ids)
+        self._ids_t = tuple(self.ids)  # the same tuple every cycle (the bus's read memo)
         self.mode = config.control_mode
         self.effort = np.asarray(effort_limits, float)
         self.current_limit = np.array([j.current_limit for j in config.joints])
@@ -337,7 +338,7 @@ class ArmBus:
         ``current_goal``) that go out in the same write as the read's instruction, just ahead
         of it (a free-running or late cycle)."""
         try:
-            rows, alert = self.bus.read_joints(self.ids, self.map, goal)
+            rows, alert = self.bus.read_joints(self._ids_t, self.map, goal)
         except DisconnectedError:
             raise
         except TransportError:

@@ -102,6 +102,9 @@ class RobotStats:
 #: writes its goals in one write with the read's instruction, just ahead of it, instead of
 #: before the wait: one system call and one wake-up of the bus fewer, the same bytes on the wire.
 COMBINE_WAIT_US = 100
+#: ``FtStatus.INVALID`` as an int, and ``int.__and__``: the status test of every ``read()`` in C
+#: (the flag's own ``&`` runs the enum machinery in Python).
+_FT_INVALID, _and = int(FtStatus.INVALID), int.__and__
 PROBE_INTERVAL_S = 0.1  # while the stale fault holds: one read attempt per this much time
 RATE_WINDOW_S = 1.0  # the achieved rate is checked against the configured one over this window
 #: No ``step()`` for longer than this after the previous one: the caller paused (a planner call),
@@ -164,7 +167,9 @@ class SerialRobot(Robot):
         self._rate = RateMonitor(
             self.control_period_s, self.config.rate_warning_fraction, RATE_WINDOW_S, RATE_PAUSE_S
         )
-        self._in_cycle = getattr(self._clock, "in_cycle", None) or (lambda on: None)
+        # a clock that marks cycles (a lock-step ``ManualClock``); real time has nothing to mark
+        mark = getattr(self._clock, "in_cycle", None)
+        self._in_cycle = None if mark is None or type(self._clock) is MonotonicClock else mark
         self._rate_warned = False
         self.park_report: dict[int, ServoState] | None = None
         self._closed = False
@@ -177,6 +182,7 @@ class SerialRobot(Robot):
             on_connect=self._init_servos,
         )
         self.arm = ArmBus(self.bus, cfg, self._effort)
+        self._servo_mode = self.arm.mode == "servo"
         self.ft: BotaSensor | None = None
         self.imu: WitmotionImu | None = None
         if cfg.ft.enabled:
@@ -338,7 +344,7 @@ class SerialRobot(Robot):
                 wrench = None if latest is None else latest.sample
                 if wrench is None or now - wrench.t_us > self._stale_us:
                     health |= Health.FT_STALE
-                if wrench is not None and wrench.status & FtStatus.INVALID:
+                if wrench is not None and _and(wrench.status, _FT_INVALID):
                     health |= Health.FAULT
                 if self.ft.checks.rejected_since(now - self._stale_us):  # implausible frames
                     health |= Health.FAULT
@@ -382,18 +388,22 @@ class SerialRobot(Robot):
                     "(JOINTS_STALE clear) and clear_fault() is called",
                     device="servo_bus",
                 )
-            targets = self.arm.servo_targets(command) if self.arm.mode == "servo" else None
+            targets = self.arm.servo_targets(command) if self._servo_mode else None
             self._cmd, self._targets = command, targets
             self._watchdog_hold = self._hold_pending = False
             self._watchdog.feed(self._clock.now_us())
 
     def step(self) -> None:
         """One control period: goals out, wait for the period boundary, present values in."""
-        self._in_cycle(True)  # a lock-step idle pump leaves the clock to the cycle
+        mark = self._in_cycle
+        if mark is None:
+            self._step()
+            return
+        mark(True)  # a lock-step idle pump leaves the clock to the cycle
         try:
             self._step()
         finally:
-            self._in_cycle(False)
+            mark(False)
 
     def _step(self) -> None:
         with self._lock:
@@ -435,9 +445,9 @@ class SerialRobot(Robot):
                     )
             except BUS_FAILURES as e:
                 self._bus_error(e)
-        deadline = self._next_deadline()
+        deadline, now = self._next_deadline()
         probe = stale is None or stale.readings_back or self.stats.cycles % self._probe_every == 0
-        if goal and (not probe or deadline - self._clock.now_us() > COMBINE_WAIT_US):
+        if goal and (not probe or deadline - now > COMBINE_WAIT_US):
             goal = self._send_goal(goal)  # before the wait: the servos act on it meanwhile
         self._clock.sleep_until(deadline)
         if self.bus.ready and probe:
@@ -471,7 +481,7 @@ class SerialRobot(Robot):
 
     def _read_ok(self, reading: JointReading) -> None:
         with self._lock:
-            self._set_reading(reading)
+            self._reading, self._joint_t_us = reading, self._clock.now_us()  # (_set_reading)
             self._fresh, self._failed_in_row = True, 0
             stale = self._stale
             if stale is not None and not stale.readings_back:
@@ -548,10 +558,10 @@ class SerialRobot(Robot):
             r.worst_cycle_s,
         )
 
-    def _next_deadline(self) -> int:
-        """The period boundary to wait for (clock us), the schedule moved on by a period. A cycle
-        late by more than a period drops the missed periods (counted in ``stats.overruns``) and
-        the schedule restarts from now."""
+    def _next_deadline(self) -> tuple[int, int]:
+        """The period boundary to wait for and now (clock us), the schedule moved on by a period.
+        A cycle late by more than a period drops the missed periods (counted in
+        ``stats.overruns``) and the schedule restarts from now."""
         now = self._clock.now_us()
         if self._deadline_us is None:
             self._deadline_us = now + self._period_us
@@ -560,7 +570,7 @@ class SerialRobot(Robot):
             self._deadline_us = now + self._period_us
         deadline = self._deadline_us
         self._deadline_us += self._period_us
-        return deadline
+        return deadline, now
 
     def _set_reading(self, reading: JointReading) -> None:
         self._reading = reading

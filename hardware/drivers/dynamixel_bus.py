@@ -126,6 +126,10 @@ class DynamixelBus(LinkedDevice):
         self.fast_read = fast_read
         #: Per set of servos: True / False once decided, else the silent probes so far.
         self._fast_ok: dict[tuple[int, ...], bool | int] = {}
+        #: Every answered instruction's answer taken in full: no late reply can come (``_start``).
+        self._settled = False
+        #: The last decided read: (ids, ``fast_read`` then, its ``PresentLayout``), or None.
+        self._last_read: tuple[tuple[int, ...], bool | None, PresentLayout] | None = None
         self.parser = dxl.DynamixelStreamParser()
         self.stats = BusStats()
         self._user_init = on_connect
@@ -150,6 +154,8 @@ class DynamixelBus(LinkedDevice):
     # ------------------------------------------------------------------ link
     def _run_init(self, link: SerialLink) -> None:
         self._fast_ok.clear()  # decided anew on every connection (a servo may have been swapped)
+        self._last_read = None
+        self._settled = False
         self._init_thread = threading.get_ident()
         try:
             if self._user_init is not None:
@@ -243,6 +249,8 @@ class DynamixelBus(LinkedDevice):
             if (
                 not reply_ids and self._init_thread is None
             ):  # the cycle's goal: no reply to wait for
+                if raw[4] != BROADCAST_ID:  # a unicast instruction may be answered all the same
+                    self._settled = False
                 self.link.write(raw)  # (the next replied instruction forgets what came before)
                 self.stats.transactions += 1
                 return []
@@ -257,20 +265,34 @@ class DynamixelBus(LinkedDevice):
     def _start(self, raw: bytes, replied: bool = True) -> bool:
         """Begin a transaction (``_txn`` held): forget queued replies (and, before an instruction
         that is ``replied``, read and count any that came late), write ``raw``. Returns whether
-        it runs in the connection set-up."""
-        connecting = self._init_thread == threading.get_ident()
-        if replied and self.link.direct_read and self.link.state is not LinkState.CLOSED:
+        it runs in the connection set-up.
+
+        No reply can be late while the line is ``_settled``: every instruction since the
+        connection that has an answer had it taken in full (the cycle's fast read, its exact
+        bytes), and the rest were broadcasts, which no servo answers. The look for late bytes
+        (a system call) is then left out; after any other answer (a timeout, a lost or damaged
+        reply, a set-up transaction) it is made before the next instruction, as always."""
+        init = self._init_thread
+        connecting = init is not None and init == threading.get_ident()
+        settled, self._settled = self._settled, False  # this instruction's answer is pending
+        if (
+            replied
+            and not settled
+            and self.link.direct_read
+            and self.link.state is not LinkState.CLOSED
+        ):
             try:
                 late = self.link.receive(0.0)  # a late reply to an earlier instruction
             except DisconnectedError:
                 late = b""  # the write below says so
             if late:
                 self.data_received(late)
-        with self._cond:
-            self.stats.stray_packets += len(self._replies)
-            self._replies.clear()
-            self.parser.reset()
-            self._rx_bytes, self._damaged = 0, False
+        if self._replies or self._rx_bytes or self._damaged:  # (every byte parsed counts)
+            with self._cond:
+                self.stats.stray_packets += len(self._replies)
+                self._replies.clear()
+                self.parser.reset()
+                self._rx_bytes, self._damaged = 0, False
         self.link.write(raw, connecting=connecting)
         self.stats.transactions += 1
         return connecting
@@ -368,6 +390,7 @@ class DynamixelBus(LinkedDevice):
                 )
                 if decoded is not None:
                     self.parser.stats.frames += 1
+                    self._settled = not connecting  # its answer taken in full (``_start``)
                     return decoded, in_joints
             if wire:
                 self.data_received(wire)
@@ -523,11 +546,16 @@ class DynamixelBus(LinkedDevice):
         cycle's read. A fast read's intact answer is checked, decoded and converted in one
         compiled call where numba is (``PresentLayout.decode_joints``); every other answer as
         ``read_present`` takes it, then converted."""
+        last = self._last_read  # the cycle's read: the servos (the same tuple) and mode of the
+        if last is not None and last[0] is ids and last[1] is self.fast_read:  # last one
+            return self._read_present(last[2], True, ahead, joints)
         return self._read(tuple(ids), ahead, joints)
 
     def _read(self, ids: tuple[int, ...], ahead: bytes, joints: JointMap | None):
         fast = self.uses_fast_read(ids)
-        if fast is None:  # the first read of these servos on this connection: ask
+        if fast is not None:  # decided (until the next connection, or ``fast_read`` is set)
+            self._last_read = (ids, self.fast_read, self.present_layout(ids, fast))
+        else:  # the first read of these servos on this connection: ask
             if ahead:
                 self.exchange_raw(ahead)
                 ahead = b""
@@ -585,7 +613,7 @@ class DynamixelBus(LinkedDevice):
                 records = joints.from_present(
                     records["position"], records["velocity"], records["current"]
                 )
-            return JointValues(records, alert)
+            return tuple.__new__(JointValues, (records, alert))  # (no Python-level __new__)
         return PresentValues._fast(
             layout.ids, records["current"], records["velocity"], records["position"], alert
         )
