@@ -6,7 +6,11 @@ the limits blocked -> ``blocked_end``; otherwise a path to a free goal, or ``blo
 
 A goal whose straight segment is blocked gets a cheap try with one random via configuration
 around the midpoint (``_via_path``), then the roadmap over the static obstacles (``roadmap``,
-when the planner gives one), then RRT-Connect.
+when the planner gives one), then RRT-Connect, its trees seeded with the roadmap parts that
+the start and the goal joined (``_search``): a start in a pocket, which no roadmap node sees,
+grows until it meets any node of the goal's part rather than the goal's own tree (on the UR5
+clutter problem of ``bench_planner_clutter``: the checks of the slowest queries about a
+quarter).
 
 Time limit: ``SearchParameters.deadline`` (a ``Deadline``) is looked at between
 goals, inside the roadmap search and in every RRT-Connect iteration; a search it stops returns

@@ -6,6 +6,9 @@ Build (``Roadmap.build``): uniform samples in the joint limits (rad) from a gene
 the planner's seed only, so the same planner state builds the same roadmap; the free ones
 (``nodes`` (N, n) rad) are joined to their ``neighbours`` nearest (joint-space L2) and every such
 edge is checked once, in batches (``CollisionChecker.segments_free``); only free edges are kept.
+A roadmap whose largest connected part holds less than ``GROW_SHARE`` of its nodes gets twice
+the nodes (more samples from the same generator, the edges of the new nearest-neighbour graph
+checked where not yet): still a function of the obstacles, the model and the seed only.
 
 Query (``Roadmap.path``): start and goal are joined to their nearest nodes (one batched check
 of the nearest ``CONNECT_FIRST``, then of up to ``CONNECT`` and ``CONNECT_LAST`` for an end
@@ -20,7 +23,10 @@ search it replaces (heuristic: the straight-line distance to the goal) expanded 
 ``TABLE_NODES`` nodes still use it. The result depends only on the
 roadmap, start and goal (no random numbers, no state carried between queries), so a query
 replays exactly. None when start or goal joins no node, when they join different connected parts
-of the roadmap, or when the deadline passes (``deadline_hit`` then says so).
+of the roadmap, or when the deadline passes (``deadline_hit`` then says so); then what each end
+joined (``RoadmapPath.ends``) gives the search its trees' seeds (``Roadmap.seeds``: the parts
+joined) and, once it has reached one, the roadmap's way between that seed and the end
+(``Roadmap.through``).
 
 Smoothing (``shortcut``): a roadmap path is already the shortest on the graph, so it needs no
 random shortcuts: every shortcut between two of its way-points is checked in one batch and the
@@ -57,6 +63,16 @@ SAMPLE_ROUNDS = 32
 #: the largest of which holds 90 %, and a query's ends join one part twice as often.
 GROW_SHARE = 0.85
 GROW_LIMIT = 2
+#: Parts of at least this share of the nodes are bridged to the largest part by RRT-Connect
+#: between their nodes (``_bridged``), at most ``BRIDGE_ITERATIONS`` iterations of ``step``
+#: (the planner's ``rrt_step``). The mesh UR5 of ``bench_planner_clutter`` keeps two parts of
+#: 1,442 and 428 of its 2,000 nodes, which its queries' searches joined in 2,300-5,500
+#: iterations; bridged once with the roadmap, such queries are roadmap queries.
+BRIDGE_SHARE = 0.05
+BRIDGE_ITERATIONS = 5000
+BRIDGE_STEP = 0.6
+#: Up to this many nodes beyond ``TABLE_NODES`` that bridges may add (the table still built).
+BRIDGE_NODES = 200
 #: Edge keys ``a * NODE_KEY + b`` (``a < b`` node indices).
 NODE_KEY = 1 << 32
 #: Segments checked per batch while building (bounds the checker's working memory).
@@ -108,7 +124,9 @@ class Roadmap:
         self.component = _components(n, a, b)
         self._rows = nodes.tolist()
         self._dist = self._pred = None
-        if len(a) > 0 and n <= TABLE_NODES:  # shortest paths between all nodes (module doc)
+        if (
+            len(a) > 0 and n <= TABLE_NODES + BRIDGE_NODES
+        ):  # shortest paths between all nodes (module doc)
             # scipy on first use: importing the planner does not load it (about 1-2 s)
             from scipy.sparse import csr_matrix
             from scipy.sparse.csgraph import shortest_path
@@ -133,14 +151,17 @@ class Roadmap:
         nodes: int = NODES,
         neighbours: int = NEIGHBOURS,
         deadline: float | None = None,
+        step: float = BRIDGE_STEP,
     ) -> Roadmap:
         """Sample ``nodes`` free configurations (fewer when the cell is that blocked) and keep the
         free edges to each node's ``neighbours`` nearest; while the largest connected part holds
         less than ``GROW_SHARE`` of the nodes, twice the nodes (up to ``GROW_LIMIT`` times
         ``nodes`` and ``TABLE_NODES``): the new ones drawn from the same generator, the edges
-        of the new nearest-neighbour graph checked where not checked before. ``deadline``
-        (``time.perf_counter`` value): stop checking edges there (a smaller, still valid
-        roadmap)."""
+        of the new nearest-neighbour graph checked where not checked before; then every part of
+        at least ``BRIDGE_SHARE`` of the nodes is bridged to the largest where RRT-Connect
+        between them (``step`` rad, ``BRIDGE_ITERATIONS``) finds a way (``_bridged``).
+        ``deadline`` (``time.perf_counter`` value): stop checking edges there (a smaller, still
+        valid roadmap)."""
         t0 = time.perf_counter()
         q = _free_samples(checker, rng, nodes, np.zeros((0, len(checker.lower))))
         checked: dict[int, bool] = {}
@@ -169,6 +190,9 @@ class Roadmap:
                 break
             q = _free_samples(checker, rng, 2 * len(q), q)
         order = np.lexsort((free_b, free_a))  # the edges in one order whatever the dict's
+        if len(q) >= nodes:
+            q, free_a, free_b = _bridged(checker, rng, q, free_a[order], free_b[order], step)
+            return cls(q, free_a, free_b, t0)
         return cls(q, free_a[order], free_b[order], t0)
 
     def path(
@@ -394,6 +418,47 @@ def _nearest(d: np.ndarray, count: int) -> np.ndarray:
         near = np.flatnonzero(d[r] <= kth[r])  # ascending indices, ties at the k-th included
         out[r] = near[np.argsort(d[r, near], kind="stable")[:count]]
     return out
+
+
+def _bridged(
+    checker: CollisionChecker,
+    rng: np.random.Generator,
+    q: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    step: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Nodes (N', n) rad and free edges ``a``, ``b`` of a roadmap with its parts of at least
+    ``BRIDGE_SHARE`` of the nodes, largest first, joined to the largest where RRT-Connect
+    between the two parts' nodes (both trees seeded with them, ``search.rrt``) finds a path in
+    ``BRIDGE_ITERATIONS``: that path's way-points become nodes, its edges (checked by the
+    search) edges. At most ``BRIDGE_NODES`` nodes are added."""
+    from twin.planning.search.rrt import rrt_connect
+
+    part = _components(len(q), a, b)
+    labels, sizes = np.unique(part, return_counts=True)
+    ranked = labels[np.lexsort((labels, -sizes))]
+    big = [int(c) for c, k in zip(labels, sizes) if k >= BRIDGE_SHARE * len(q)]
+    big = [c for c in ranked.tolist() if c in big]
+    rows, extra_a, extra_b, added = [q], [a], [b], 0
+    for other in big[1:]:
+        main_nodes = np.flatnonzero(part == big[0])
+        far = np.flatnonzero(part == other)
+        found = rrt_connect(
+            checker, q[main_nodes[0]], q[far[0]], rng, step, BRIDGE_ITERATIONS,
+            seeds=(q[main_nodes[1:]], q[far[1:]]),
+        )  # fmt: skip
+        if found.path is None or added + len(found.path) - 2 > BRIDGE_NODES:
+            continue
+        ends = (main_nodes[found.roots[0]], far[found.roots[1]])
+        inner = found.path[1:-1]
+        index = np.concatenate(([ends[0]], len(q) + added + np.arange(len(inner)), [ends[1]]))
+        rows.append(inner)
+        extra_a.append(np.minimum(index[:-1], index[1:]))
+        extra_b.append(np.maximum(index[:-1], index[1:]))
+        added += len(inner)
+        part[part == other] = big[0]
+    return np.concatenate(rows), np.concatenate(extra_a), np.concatenate(extra_b)
 
 
 def _free_samples(
