@@ -241,9 +241,10 @@ def _search(
     each end joined (``ends``; ``Roadmap.seeds``): a start in a pocket that no roadmap node sees
     grows until it meets any node of the goal's part, not only the goal's own tree. The path
     (K, n) rad, the roadmap's way-points to the roots reached included, or None."""
-    seeds = (np.zeros(0, dtype=int),) * 2
+    seeds = roots = (None, None)
     if roadmap is not None and ends is not None:
         seeds = roadmap.seeds(ends)
+        roots = (roadmap.nodes[seeds[0]], roadmap.nodes[seeds[1]])
     result = rrt_connect(
         checker,
         start,
@@ -252,9 +253,7 @@ def _search(
         params.rrt_step,
         params.max_iterations,
         deadline=params.deadline_at,
-        seeds=(roadmap.nodes[seeds[0]], roadmap.nodes[seeds[1]])
-        if len(seeds[0]) + len(seeds[1])
-        else (None, None),
+        seeds=roots,
     )
     tally.iterations += result.iterations
     if result.path is None:

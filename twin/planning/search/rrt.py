@@ -7,6 +7,8 @@ edges, and then all connection segments, are each checked in one batched call. T
 every iteration. A fifth of the samples are drawn around the start or the goal (``ROOT_SHARE``),
 the rest uniformly in the limits. Randomness comes only from the generator passed in: a query
 replays exactly.
+A tree may start from further roots (``seeds``: the roadmap parts a query's ends joined,
+``search.goals``); the path then runs between the roots its branches reach.
 With the compiled checks (``CollisionChecker.compiled``) the whole loop runs compiled
 (``collision._compiled.rrt_chunk``) in chunks of ``CHUNK_ITERATIONS`` iterations, the deadline
 looked at between chunks: the same steps without numpy's per-call cost, which was most of a
@@ -156,7 +158,9 @@ def _rrt_numpy(query: _Query) -> RrtResult:
             if hit is not None:
                 i_a, i_b = hit
                 i_s, i_g = (i_a, i_b) if active == 0 else (i_b, i_a)
-                return _joined(trees[0].nodes, trees[0].parent, i_s, trees[1], i_g, it)
+                return _joined(
+                    trees[0].nodes, trees[0].parent, i_s, trees[1].nodes, trees[1].parent, i_g, it
+                )
         if BALANCE:  # VAMP's rule: swap unless the other tree has grown twice as large
             a, b = trees[active].size, trees[1 - active].size
             if abs(a - b) / a < 1.0:
@@ -205,9 +209,8 @@ def _rrt_compiled(query: _Query) -> RrtResult:
         checker.rrt_chunk(nodes, parent, radius, size, state, samples, step, domain)
         done = int(state[4])
         if state[1]:
-            return _joined(
-                nodes[0], parent[0], int(state[2]), (nodes[1], parent[1]), int(state[3]), done
-            )
+            i_s, i_g = int(state[2]), int(state[3])
+            return _joined(nodes[0], parent[0], i_s, nodes[1], parent[1], i_g, done)
     return RrtResult(None, max_iterations)
 
 
@@ -238,14 +241,12 @@ def _branch(nodes: np.ndarray, parent: np.ndarray, i: int) -> tuple[list[np.ndar
         i = int(parent[i])
 
 
-def _joined(nodes_s, parent_s, i_s: int, goal_tree, i_g: int, iterations: int) -> RrtResult:
-    """The result of a connection between node ``i_s`` of the start's tree (``nodes_s``,
-    ``parent_s``) and node ``i_g`` of the goal's (a ``_Tree`` or (nodes, parent)): the two
-    branches, root to root (the connection's node is in both)."""
-    if isinstance(goal_tree, _Tree):
-        goal_tree = (goal_tree.nodes, goal_tree.parent)
+def _joined(nodes_s, parent_s, i_s: int, nodes_g, parent_g, i_g: int, iterations: int):
+    """The ``RrtResult`` of a connection between node ``i_s`` of the start's tree (``nodes_s``,
+    ``parent_s``) and node ``i_g`` of the goal's: the two branches, root to root (the
+    connection's node is in both)."""
     to_start, r_s = _branch(nodes_s, parent_s, i_s)
-    to_goal, r_g = _branch(goal_tree[0], goal_tree[1], i_g)
+    to_goal, r_g = _branch(nodes_g, parent_g, i_g)
     return RrtResult(np.array(to_start[::-1] + to_goal[1:]), iterations, (r_s, r_g))
 
 
