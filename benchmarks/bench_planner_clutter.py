@@ -134,6 +134,10 @@ roadmap is built once per obstacle set before the timed queries, and its build t
 21 queries RRT-Connect still serves (their ends in pockets that none of the 64 nearest nodes
 sees), 30-1,700 iterations and up to 11,400 checks, and the blend radii and smoothing of the
 roadmap's longer paths.
+Full runs: same period, loaded (main at a load of 3-4, this at 2-3): CPU median 16.8 -> 13.7 ms,
+CPU p95 196 -> 43 ms; then a quieter machine: 100/100, median 7.1 ms, p95 23.0 ms, p99 44.2 ms
+(roadmap 1.5 s). Of the 100 queries' time (cProfile): blend radii 26 %, smoothing of search
+paths 20 %, the roadmap path's shortcuts 15 %, RRT-Connect 12 %, joining the roadmap 9 %.
 
 Sphere obstacles' cost: ``set_obstacles`` time and the memory it allocates (tracemalloc peak and
 what stays allocated) against the number of sphere obstacles. Before, a sphere cost about 1 ms
