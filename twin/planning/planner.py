@@ -251,7 +251,7 @@ class Planner:
         n = self.settings.roadmap_nodes
         if n and self._roadmap is None:
             rng = np.random.default_rng([self.settings.seed, ROADMAP_STREAM])
-            self._roadmap = Roadmap.build(self._checker, rng, n)
+            self._roadmap = Roadmap.build(self._checker, rng, n, step=self.settings.rrt_step)
         return self._roadmap
 
     def clip_point_cloud_with_box(self, box: TransformedBox) -> int:

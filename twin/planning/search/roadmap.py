@@ -6,6 +6,9 @@ Build (``Roadmap.build``): uniform samples in the joint limits (rad) from a gene
 the planner's seed only, so the same planner state builds the same roadmap; the free ones
 (``nodes`` (N, n) rad) are joined to their ``neighbours`` nearest (joint-space L2) and every such
 edge is checked once, in batches (``CollisionChecker.segments_free``); only free edges are kept.
+A roadmap whose largest connected part holds less than ``GROW_SHARE`` of its nodes gets twice
+the nodes (more samples from the same generator, the edges of the new nearest-neighbour graph
+checked where not yet): still a function of the obstacles, the model and the seed only.
 
 Query (``Roadmap.path``): start and goal are joined to their nearest nodes (one batched check
 of the nearest ``CONNECT_FIRST``, then of up to ``CONNECT`` and ``CONNECT_LAST`` for an end
@@ -20,7 +23,10 @@ search it replaces (heuristic: the straight-line distance to the goal) expanded 
 ``TABLE_NODES`` nodes still use it. The result depends only on the
 roadmap, start and goal (no random numbers, no state carried between queries), so a query
 replays exactly. None when start or goal joins no node, when they join different connected parts
-of the roadmap, or when the deadline passes (``deadline_hit`` then says so).
+of the roadmap, or when the deadline passes (``deadline_hit`` then says so); then what each end
+joined (``RoadmapPath.ends``) gives the search its trees' seeds (``Roadmap.seeds``: the parts
+joined) and, once it has reached one, the roadmap's way between that seed and the end
+(``Roadmap.through``).
 
 Smoothing (``shortcut``): a roadmap path is already the shortest on the graph, so it needs no
 random shortcuts: every shortcut between two of its way-points is checked in one batch and the
@@ -48,24 +54,56 @@ NEIGHBOURS = 10
 CONNECT = 16
 CONNECT_FIRST = 6
 CONNECT_LAST = 64
-#: Rounds of samples drawn to find ``NODES`` free ones (a cluttered cell may be mostly blocked).
-SAMPLE_ROUNDS = 8
+#: Rounds of samples drawn to find ``NODES`` free ones (a cluttered cell may be mostly blocked:
+#: the UR5 clutter problem of ``bench_planner_clutter`` has 8 % of its configurations free).
+SAMPLE_ROUNDS = 32
+#: A roadmap whose largest connected part holds less than this share of its nodes gets twice
+#: the nodes, up to ``GROW_LIMIT`` times the nodes asked for (and ``TABLE_NODES``). On the UR5
+#: clutter problem 1,000 nodes fall into 86 parts, the largest 78 % of them; 2,000 into parts
+#: the largest of which holds 90 %, and a query's ends join one part twice as often.
+GROW_SHARE = 0.85
+GROW_LIMIT = 2
+#: Parts of at least this share of the nodes are bridged to the largest part by RRT-Connect
+#: between their nodes (``_bridged``), at most ``BRIDGE_ITERATIONS`` iterations of ``step``
+#: (the planner's ``rrt_step``). The mesh UR5 of ``bench_planner_clutter`` keeps two parts of
+#: 1,442 and 428 of its 2,000 nodes, which its queries' searches joined in 2,300-5,500
+#: iterations; bridged once with the roadmap, such queries are roadmap queries.
+BRIDGE_SHARE = 0.05
+BRIDGE_ITERATIONS = 5000
+BRIDGE_STEP = 0.6
+#: Up to this many nodes beyond ``TABLE_NODES`` that bridges may add (the table still built).
+BRIDGE_NODES = 200
+#: Edge keys ``a * NODE_KEY + b`` (``a < b`` node indices).
+NODE_KEY = 1 << 32
 #: Segments checked per batch while building (bounds the checker's working memory).
 EDGE_BATCH = 2048
 #: A* pops between two looks at the clock.
 CLOCK_EVERY = 128
-#: Up to this many nodes, the shortest paths between all of them are computed with the roadmap
-#: (a table of N x N lengths and predecessors: 12 MB at 1,000 nodes); larger ones use A*.
+#: Up to this many nodes (plus ``BRIDGE_NODES``), the shortest paths between all of them are
+#: computed with the roadmap (a table of N x N lengths and predecessors: 12 MB at 1,000 nodes,
+#: 48 MB at 2,000, the grown roadmaps' size); larger ones use A* (and give no ``seeds``).
 TABLE_NODES = 2000
+
+
+@dataclass(frozen=True)
+class Ends:
+    """What a query's start and goal join on a roadmap: their distances ``d`` (2, N) rad to every
+    node, and the nodes ``start_nodes`` and ``goal_nodes`` (indices) joined to each by a free
+    segment."""
+
+    d: np.ndarray
+    start_nodes: np.ndarray
+    goal_nodes: np.ndarray
 
 
 @dataclass(frozen=True)
 class RoadmapPath:
     """``path`` (K, n) rad from start to goal or None; ``deadline_hit`` when the clock stopped
-    the search."""
+    the search; ``ends``: what start and goal joined (None when the roadmap is empty)."""
 
     path: np.ndarray | None
     deadline_hit: bool = False
+    ends: Ends | None = None
 
 
 class Roadmap:
@@ -87,7 +125,9 @@ class Roadmap:
         self.component = _components(n, a, b)
         self._rows = nodes.tolist()
         self._dist = self._pred = None
-        if len(a) > 0 and n <= TABLE_NODES:  # shortest paths between all nodes (module doc)
+        if (
+            len(a) > 0 and n <= TABLE_NODES + BRIDGE_NODES
+        ):  # shortest paths between all nodes (module doc)
             # scipy on first use: importing the planner does not load it (about 1-2 s)
             from scipy.sparse import csr_matrix
             from scipy.sparse.csgraph import shortest_path
@@ -112,30 +152,49 @@ class Roadmap:
         nodes: int = NODES,
         neighbours: int = NEIGHBOURS,
         deadline: float | None = None,
+        step: float = BRIDGE_STEP,
     ) -> Roadmap:
         """Sample ``nodes`` free configurations (fewer when the cell is that blocked) and keep the
-        free edges to each node's ``neighbours`` nearest. ``deadline`` (``time.perf_counter``
-        value): stop checking edges there (a smaller, still valid roadmap)."""
+        free edges to each node's ``neighbours`` nearest; while the largest connected part holds
+        less than ``GROW_SHARE`` of the nodes, twice the nodes (up to ``GROW_LIMIT`` times
+        ``nodes`` and ``TABLE_NODES``): the new ones drawn from the same generator, the edges
+        of the new nearest-neighbour graph checked where not checked before; then every part of
+        at least ``BRIDGE_SHARE`` of the nodes is bridged to the largest where RRT-Connect
+        between them (``step`` rad, ``BRIDGE_ITERATIONS``) finds a way (``_bridged``).
+        ``deadline`` (``time.perf_counter`` value): stop checking edges there (a smaller, still
+        valid roadmap)."""
         t0 = time.perf_counter()
-        lower, upper = checker.lower, checker.upper
-        found: list[np.ndarray] = []
-        count = 0
-        for _ in range(SAMPLE_ROUNDS):
-            q = rng.uniform(lower, upper, size=(nodes, len(lower)))
-            free = q[checker.free(q)]
-            found.append(free)
-            count += len(free)
-            if count >= nodes:
+        q = _free_samples(checker, rng, nodes, np.zeros((0, len(checker.lower))))
+        checked: dict[int, bool] = {}
+        while True:
+            a, b = _knn_edges(q, neighbours)
+            key = a * NODE_KEY + b
+            keep = np.zeros(len(a), dtype=bool)
+            known = np.array([checked.get(k) is not None for k in key.tolist()], dtype=bool)
+            keep[known] = [checked[k] for k in key[known].tolist()]
+            todo = np.flatnonzero(~known)
+            stopped = False
+            for lo in range(0, len(todo), EDGE_BATCH):
+                if deadline is not None and time.perf_counter() > deadline:
+                    stopped = True
+                    break
+                rows = todo[lo : lo + EDGE_BATCH]
+                keep[rows] = checker.segments_free(q[a[rows]], q[b[rows]])
+                checked.update(zip(key[rows].tolist(), keep[rows].tolist()))
+            free_a = np.array([k // NODE_KEY for k, v in checked.items() if v], dtype=int)
+            free_b = np.array([k % NODE_KEY for k, v in checked.items() if v], dtype=int)
+            grow = min(GROW_LIMIT * nodes, TABLE_NODES)
+            if stopped or len(q) < nodes or 2 * len(q) > grow:
                 break
-        q = np.concatenate(found)[:nodes]
-        a, b = _knn_edges(q, neighbours)
-        keep = np.zeros(len(a), dtype=bool)
-        for lo in range(0, len(a), EDGE_BATCH):
-            if deadline is not None and time.perf_counter() > deadline:
+            parts = np.bincount(_components(len(q), free_a, free_b))
+            if parts.max() >= GROW_SHARE * len(q):
                 break
-            hi = lo + EDGE_BATCH
-            keep[lo:hi] = checker.segments_free(q[a[lo:hi]], q[b[lo:hi]])
-        return cls(q, a[keep], b[keep], t0)
+            q = _free_samples(checker, rng, 2 * len(q), q)
+        order = np.lexsort((free_b, free_a))  # the edges in one order whatever the dict's
+        if len(q) >= nodes:
+            q, free_a, free_b = _bridged(checker, rng, q, free_a[order], free_b[order], step)
+            return cls(q, free_a, free_b, t0)
+        return cls(q, free_a[order], free_b[order], t0)
 
     def path(
         self,
@@ -153,12 +212,13 @@ class Roadmap:
         d = np.linalg.norm(self.nodes[None] - ends[:, None], axis=2)  # (2, N)
         order = _nearest(d, min(n, max(connect, CONNECT_LAST)))
         s_nodes, g_nodes = self._joined(checker, start, goal, order, n, connect)
+        joined = Ends(d, s_nodes, g_nodes)
         if not len(s_nodes) or not len(g_nodes):
-            return RoadmapPath(None)
+            return RoadmapPath(None, ends=joined)
         s_parts, g_parts = self.component[s_nodes].tolist(), self.component[g_nodes].tolist()
         shared = set(s_parts) & set(g_parts)  # a few dozen nodes: sets, not numpy calls
         if not shared:
-            return RoadmapPath(None)
+            return RoadmapPath(None, ends=joined)
         s_nodes = s_nodes[[c in shared for c in s_parts]]
         g_nodes = g_nodes[[c in shared for c in g_parts]]
         if self._dist is not None:
@@ -171,6 +231,32 @@ class Roadmap:
         if found is None or isinstance(found, bool):
             return RoadmapPath(None, bool(found))
         return RoadmapPath(np.vstack((start, self.nodes[found], goal)))
+
+    def seeds(self, ends: Ends) -> tuple[np.ndarray, np.ndarray]:
+        """Node indices of the connected parts that the start and that the goal joined (``ends``):
+        configurations a search from either end may grow from (``search.rrt``'s ``seeds``), as
+        the roadmap joins them to that end (``through``). Empty without the table of shortest
+        paths (roadmaps of more than ``TABLE_NODES`` nodes)."""
+        out = []
+        for joined in (ends.start_nodes, ends.goal_nodes):
+            if self._dist is None or not len(joined):
+                out.append(np.zeros(0, dtype=int))
+            else:
+                out.append(np.flatnonzero(np.isin(self.component, self.component[joined])))
+        return out[0], out[1]
+
+    def through(self, ends: Ends, side: int, node: int) -> np.ndarray:
+        """The roadmap's way-points (K, n) rad between the query's end ``side`` (0: the start, 1:
+        the goal; not included) and ``node``, one of that end's ``seeds`` (included), in the
+        order start to goal: the shortest over the nodes that end joined."""
+        joined = ends.start_nodes if side == 0 else ends.goal_nodes
+        joined = joined[self.component[joined] == self.component[node]]
+        d = np.zeros_like(ends.d)
+        d[side] = ends.d[side]
+        at = np.array([node])
+        if side == 0:
+            return self.nodes[self._table_path(d, joined, at)]
+        return self.nodes[self._table_path(d, at, joined)]
 
     def _joined(self, checker, start, goal, order, n, connect):
         """Nodes joined to start and to goal by free segments: the nearest ``CONNECT_FIRST`` of
@@ -333,6 +419,65 @@ def _nearest(d: np.ndarray, count: int) -> np.ndarray:
         near = np.flatnonzero(d[r] <= kth[r])  # ascending indices, ties at the k-th included
         out[r] = near[np.argsort(d[r, near], kind="stable")[:count]]
     return out
+
+
+def _bridged(
+    checker: CollisionChecker,
+    rng: np.random.Generator,
+    q: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    step: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Nodes (N', n) rad and free edges ``a``, ``b`` of a roadmap with its parts of at least
+    ``BRIDGE_SHARE`` of the nodes, largest first, joined to the largest where RRT-Connect
+    between the two parts' nodes (both trees seeded with them, ``search.rrt``) finds a path in
+    ``BRIDGE_ITERATIONS``: that path's way-points become nodes, its edges (checked by the
+    search) edges. At most ``BRIDGE_NODES`` nodes are added."""
+    from twin.planning.search.rrt import rrt_connect
+
+    part = _components(len(q), a, b)
+    labels, sizes = np.unique(part, return_counts=True)
+    ranked = labels[np.lexsort((labels, -sizes))]
+    big = [int(c) for c, k in zip(labels, sizes) if k >= BRIDGE_SHARE * len(q)]
+    big = [c for c in ranked.tolist() if c in big]
+    rows, extra_a, extra_b, added = [q], [a], [b], 0
+    for other in big[1:]:
+        main_nodes = np.flatnonzero(part == big[0])
+        far = np.flatnonzero(part == other)
+        found = rrt_connect(
+            checker, q[main_nodes[0]], q[far[0]], rng, step, BRIDGE_ITERATIONS,
+            seeds=(q[main_nodes[1:]], q[far[1:]]),
+        )  # fmt: skip
+        if found.path is None or added + len(found.path) - 2 > BRIDGE_NODES:
+            continue
+        ends = (main_nodes[found.roots[0]], far[found.roots[1]])
+        inner = found.path[1:-1]
+        index = np.concatenate(([ends[0]], len(q) + added + np.arange(len(inner)), [ends[1]]))
+        rows.append(inner)
+        extra_a.append(np.minimum(index[:-1], index[1:]))
+        extra_b.append(np.maximum(index[:-1], index[1:]))
+        added += len(inner)
+        part[part == other] = big[0]
+    return np.concatenate(rows), np.concatenate(extra_a), np.concatenate(extra_b)
+
+
+def _free_samples(
+    checker: CollisionChecker, rng: np.random.Generator, count: int, have: np.ndarray
+) -> np.ndarray:
+    """``have`` (H, n) rad and then free uniform samples in the limits up to ``count`` rows
+    (fewer after ``SAMPLE_ROUNDS`` rounds of ``count`` samples)."""
+    lower, upper = checker.lower, checker.upper
+    found = [have]
+    total = len(have)
+    for _ in range(SAMPLE_ROUNDS):
+        if total >= count:
+            break
+        q = rng.uniform(lower, upper, size=(count, len(lower)))
+        free = q[checker.free(q)]
+        found.append(free)
+        total += len(free)
+    return np.concatenate(found)[:count]
 
 
 def _knn_edges(q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -7,6 +7,8 @@ edges, and then all connection segments, are each checked in one batched call. T
 every iteration. A fifth of the samples are drawn around the start or the goal (``ROOT_SHARE``),
 the rest uniformly in the limits. Randomness comes only from the generator passed in: a query
 replays exactly.
+A tree may start from further roots (``seeds``: the roadmap parts a query's ends joined,
+``search.goals``); the path then runs between the roots its branches reach.
 With the compiled checks (``CollisionChecker.compiled``) the whole loop runs compiled
 (``collision._compiled.rrt_chunk``) in chunks of ``CHUNK_ITERATIONS`` iterations, the deadline
 looked at between chunks: the same steps without numpy's per-call cost, which was most of a
@@ -52,14 +54,17 @@ ROOT_SIGMA = 1.0
 
 class _Tree:
     """Nodes (capacity, n) rad with parent indices and dynamic-domain radii (rad, ``inf``: not
-    limited); node 0 is the root."""
+    limited); node 0 is the root, nodes 1 to ``len(seeds)`` the further roots ``seeds`` (S, n)
+    rad."""
 
-    def __init__(self, root: np.ndarray, capacity: int) -> None:
+    def __init__(self, root: np.ndarray, capacity: int, seeds: np.ndarray | None = None) -> None:
+        roots = _roots(root, seeds)
+        capacity = max(capacity, 2 * len(roots))
         self.nodes = np.empty((capacity, len(root)))
         self.parent = np.full(capacity, -1, dtype=int)
         self.radius = np.full(capacity, np.inf)
-        self.nodes[0] = root
-        self.size = 1
+        self.nodes[: len(roots)] = roots
+        self.size = len(roots)
 
     def add(self, q: np.ndarray, parent: int) -> int:
         if self.size == len(self.nodes):
@@ -71,21 +76,23 @@ class _Tree:
         self.size += 1
         return self.size - 1
 
-    def branch(self, i: int) -> list[np.ndarray]:
-        """Configurations from node ``i`` up to the root."""
-        out = []
-        while i >= 0:
-            out.append(self.nodes[i].copy())
-            i = int(self.parent[i])
-        return out
+
+def _roots(root: np.ndarray, seeds: np.ndarray | None) -> np.ndarray:
+    """The roots (1 + S, n) rad of a tree: ``root`` (n,), then the ``seeds`` (S, n) if any."""
+    if seeds is None or not len(seeds):
+        return root[None]
+    return np.vstack((root, seeds))
 
 
 @dataclass(frozen=True)
 class RrtResult:
-    """``path``: (K, n) rad from start to goal, or None; ``iterations`` used."""
+    """``path``: (K, n) rad from the root a branch of the start's tree reached to the root a
+    branch of the goal's tree reached, or None; ``iterations`` used; ``roots``: those two roots
+    (0: the start or the goal itself, k >= 1: seed k - 1 of that tree)."""
 
     path: np.ndarray | None
     iterations: int
+    roots: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,7 @@ class _Query:
     max_iterations: int
     batch: int
     deadline: float | None
+    seeds: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
 
     def past_deadline(self) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline
@@ -114,6 +122,7 @@ def rrt_connect(
     max_iterations: int,
     batch: int = 4,
     deadline: float | None = None,
+    seeds: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
 ) -> RrtResult:
     """Path from ``start`` to ``goal`` (n,) rad (both free), or None within ``max_iterations``.
 
@@ -122,8 +131,12 @@ def rrt_connect(
     other tree tries to connect to every new node (the free prefixes of those segments checked
     in one batch); then the trees swap roles.
     ``deadline`` (a ``time.perf_counter`` value): stop there (fewer than ``max_iterations``).
+    ``seeds``: further roots (S, n) rad of the start's and of the goal's tree, or None: free
+    configurations that the caller knows how to join to the start or to the goal (the roadmap
+    parts each end reaches, ``goals``); the path then runs between the roots its branches reach
+    (``RrtResult.roots``).
     """
-    query = _Query(checker, start, goal, rng, step, max_iterations, batch, deadline)
+    query = _Query(checker, start, goal, rng, step, max_iterations, batch, deadline, seeds)
     if BALANCE and checker.compiled:
         return _rrt_compiled(query)
     return _rrt_numpy(query)
@@ -132,7 +145,7 @@ def rrt_connect(
 def _rrt_numpy(query: _Query) -> RrtResult:
     """``rrt_connect`` in numpy batches."""
     checker, step = query.checker, query.step
-    trees = [_Tree(query.start, 256), _Tree(query.goal, 256)]
+    trees = [_Tree(query.start, 256, query.seeds[0]), _Tree(query.goal, 256, query.seeds[1])]
     active = 0  # index of the tree that extends
     for it in range(1, query.max_iterations + 1):
         if query.past_deadline():
@@ -145,8 +158,9 @@ def _rrt_numpy(query: _Query) -> RrtResult:
             if hit is not None:
                 i_a, i_b = hit
                 i_s, i_g = (i_a, i_b) if active == 0 else (i_b, i_a)
-                path = trees[0].branch(i_s)[::-1] + trees[1].branch(i_g)[1:]
-                return RrtResult(np.array(path), it)
+                return _joined(
+                    trees[0].nodes, trees[0].parent, i_s, trees[1].nodes, trees[1].parent, i_g, it
+                )
         if BALANCE:  # VAMP's rule: swap unless the other tree has grown twice as large
             a, b = trees[active].size, trees[1 - active].size
             if abs(a - b) / a < 1.0:
@@ -166,12 +180,13 @@ def _rrt_compiled(query: _Query) -> RrtResult:
     # Nodes one iteration can add: ``batch`` extensions, each connection at most the joint
     # box's diagonal in ``step``-long pieces.
     per_iteration = batch * (2 + int(np.ceil(float(np.linalg.norm(upper - lower)) / step)))
-    cap = 256
+    roots = [_roots(query.start, query.seeds[0]), _roots(query.goal, query.seeds[1])]
+    cap = max(256, 2 * max(len(r) for r in roots))
     nodes = np.empty((2, cap, n))
     parent = np.full((2, cap), -1, dtype=np.int64)
     radius = np.full((2, cap), np.inf)
-    nodes[0, 0], nodes[1, 0] = query.start, query.goal
-    size = np.ones(2, dtype=np.int64)
+    nodes[0, : len(roots[0])], nodes[1, : len(roots[1])] = roots
+    size = np.array([len(r) for r in roots], dtype=np.int64)
     state = np.zeros(5, dtype=np.int64)  # active, found, start-tree node, goal-tree node, its
     domain = np.array([DOMAIN_RADIUS, DOMAIN_MIN, DOMAIN_ALPHA, RETRY_FRACTION])
     done = 0
@@ -194,9 +209,8 @@ def _rrt_compiled(query: _Query) -> RrtResult:
         checker.rrt_chunk(nodes, parent, radius, size, state, samples, step, domain)
         done = int(state[4])
         if state[1]:
-            path = _branch(nodes[0], parent[0], int(state[2]))[::-1]
-            path += _branch(nodes[1], parent[1], int(state[3]))[1:]
-            return RrtResult(np.array(path), done)
+            i_s, i_g = int(state[2]), int(state[3])
+            return _joined(nodes[0], parent[0], i_s, nodes[1], parent[1], i_g, done)
     return RrtResult(None, max_iterations)
 
 
@@ -216,13 +230,24 @@ def _samples(query: _Query, k: int) -> np.ndarray:
     return out
 
 
-def _branch(nodes: np.ndarray, parent: np.ndarray, i: int) -> list[np.ndarray]:
-    """Configurations from node ``i`` up to the root (node 0) of a tree in arrays."""
+def _branch(nodes: np.ndarray, parent: np.ndarray, i: int) -> tuple[list[np.ndarray], int]:
+    """Configurations from node ``i`` up to its root (parent -1) of a tree in arrays; the root's
+    index."""
     out = []
-    while i >= 0:
+    while True:
         out.append(nodes[i].copy())
+        if parent[i] < 0:
+            return out, i
         i = int(parent[i])
-    return out
+
+
+def _joined(nodes_s, parent_s, i_s: int, nodes_g, parent_g, i_g: int, iterations: int):
+    """The ``RrtResult`` of a connection between node ``i_s`` of the start's tree (``nodes_s``,
+    ``parent_s``) and node ``i_g`` of the goal's: the two branches, root to root (the
+    connection's node is in both)."""
+    to_start, r_s = _branch(nodes_s, parent_s, i_s)
+    to_goal, r_g = _branch(nodes_g, parent_g, i_g)
+    return RrtResult(np.array(to_start[::-1] + to_goal[1:]), iterations, (r_s, r_g))
 
 
 def _nearest_many(tree: _Tree, targets: np.ndarray) -> np.ndarray:
