@@ -56,11 +56,22 @@ REALTIME_MODULES = (
     "test_safety_limits",
 )
 REALTIME_TESTS = ("test_scenario_tools.py::test_the_pytest_plugin_",)
+#: Modules under a real-time prefix that open no port and read no clock (codecs, configuration
+#: checks, records, the emulator's plant arithmetic): they run beside other tests.
+NOT_REALTIME = (
+    "test_hw_codecs.py",
+    "test_hw_config_strict.py",
+    "test_hw_records.py",
+    "test_hw_emulator_plant.py",
+)
 
 
 def realtime(item: pytest.Item) -> bool:
-    """Whether ``item`` is a real-time test (``REALTIME_MODULES``, ``REALTIME_TESTS``)."""
+    """Whether ``item`` is a real-time test (``REALTIME_MODULES``, ``REALTIME_TESTS``, not
+    ``NOT_REALTIME``)."""
     name = Path(str(item.fspath)).name
+    if name in NOT_REALTIME:
+        return False
     return name.startswith(REALTIME_MODULES) or any(
         item.nodeid.split("/")[-1].startswith(t) for t in REALTIME_TESTS
     )
