@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from twin.hardware.clock import ManualClock
 from twin.hardware.config import load_config
 from twin.hardware.emulator import IdealSource, ServoChainEmulator
+from twin.hardware.protocols import _compiled
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.dynamixel_cycle import (
     CycleRequests,
@@ -70,16 +71,25 @@ def test_the_cycle_match_refuses_every_damaged_byte_and_anything_else():
     st.lists(st.binary(min_size=10, max_size=10), min_size=6, max_size=6),
 )
 def test_the_laid_out_fast_status_is_fast_status_wire_byte_for_byte(compiled, errors, data):
-    writer = FastStatusWriter(IDS, 10)
-    if not compiled:
-        writer._kernel = None  # the Python form
-    elif writer._kernel is None:
+    """The writer's packet (its CRCs compiled or in Python) is ``fast_status_wire``'s, built
+    block by block with the compiled CRCs where numba is."""
+    from twin.hardware.protocols import dynamixel_packet
+
+    if compiled and _compiled.kernels() is None:
         pytest.skip("the compiled codec is off")
     want = dxl.fast_status_wire(
         dxl.fast_status_length([10] * 6), [(e, pid, d) for e, pid, d in zip(errors, IDS, data)]
     )
-    assert writer.encode(list(zip(errors, data))) == want
-    assert writer.encode(list(zip(errors, data))) == want  # the buffer is reused
+    writer = FastStatusWriter(IDS, 10)
+    saved = dict(dynamixel_packet._KERNELS)
+    if not compiled:
+        dynamixel_packet._KERNELS[0] = None  # the Python form of the block CRCs
+    try:
+        assert writer.encode(list(zip(errors, data))) == want
+        assert writer.encode(list(zip(errors, data))) == want  # the buffer is reused
+    finally:
+        dynamixel_packet._KERNELS.clear()
+        dynamixel_packet._KERNELS.update(saved)
 
 
 def _chain(tmp_path, name: str) -> tuple[ServoChainEmulator, list[bytes]]:

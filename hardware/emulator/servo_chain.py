@@ -87,6 +87,15 @@ def _wait_until(due: float) -> None:
         pass
 
 
+def _goal_drive(s: EmulatedServo, q_goal: float) -> Drive:
+    """The drive of servo ``s`` holding a position (``goal_fields``, set by ``_update_drive``)
+    with a new goal ``q_goal`` rad: ``Drive`` is frozen, so it is filled directly, as
+    ``Drive(...)`` would be, without its constructor (the cycle's fast path)."""
+    drive = object.__new__(Drive)
+    drive.__dict__.update(s.goal_fields, q_goal=q_goal)
+    return drive
+
+
 def _rounded(value: float, bounds: tuple[int, int]) -> int:
     """``value`` rounded half to even (as ``np.rint``) into the register's ``bounds`` (a nan,
     from a diverged plant, reads 0)."""
@@ -436,9 +445,7 @@ class ServoChainEmulator:
                 self.instructions += 1
                 goals = []
                 for j, (s, q_goal) in enumerate(zip(self._by_joint, self._q_goals.tolist())):
-                    drive = object.__new__(Drive)  # frozen: filled directly (as _goal)
-                    drive.__dict__.update(s.goal_fields, q_goal=q_goal)
-                    goals.append((j, drive))
+                    goals.append((j, _goal_drive(s, q_goal)))
                 self.source.set_goals(goals)
             if flags & 2:
                 self.instructions += 1
@@ -705,9 +712,7 @@ class ServoChainEmulator:
         if write:
             address = XTable.GOAL_POSITION.address
             s.table[address : address + 4] = value.to_bytes(4, "little", signed=True)
-        drive = object.__new__(Drive)  # frozen: filled directly, as ``Drive(...)`` would be
-        drive.__dict__.update(s.goal_fields, q_goal=direction * (float(value) - zero) / tpr)
-        return j, drive
+        return j, _goal_drive(s, direction * (float(value) - zero) / tpr)
 
     def _rekey(self, old: int, s: EmulatedServo) -> None:
         """An ID write: the servo answers to its new id (its joint stays the same)."""

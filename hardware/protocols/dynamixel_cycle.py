@@ -24,7 +24,12 @@ from twin.hardware.errors import InvalidArgumentError, ProtocolError
 from twin.hardware.protocols import _compiled
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.crc import DXL_TABLE16, NATIVE_LITTLE_ENDIAN, crc16_dynamixel
-from twin.hardware.protocols.dynamixel_packet import FAST_BLOCK_OVERHEAD, HEADER, STUFF_PATTERN
+from twin.hardware.protocols.dynamixel_packet import (
+    FAST_BLOCK_OVERHEAD,
+    HEADER,
+    STUFF_PATTERN,
+    fill_block_crcs,
+)
 from twin.hardware.protocols.dynamixel_table import (
     ALERT_BIT,
     BROADCAST_ID,
@@ -300,8 +305,6 @@ class FastStatusWriter:
         #: The packet as a uint8 array (a compiled device's view: it fills in ERR, data and
         #: the CRCs at ``ends`` itself, then takes ``wire()``).
         self.array = np.frombuffer(self._buf, np.uint8)
-        kernels = _compiled.kernels()
-        self._kernel = None if kernels is None else kernels.block_crcs
 
     def encode(self, blocks: Sequence[tuple[int, bytes]]) -> bytes:
         """Wire bytes for one ``(err, data)`` per servo, in the order of ``ids`` (each ``data``
@@ -310,14 +313,7 @@ class FastStatusWriter:
         for o, (err, data) in zip(self._offsets, blocks):
             buf[o] = err
             buf[o + 2 : o + 2 + n] = data
-        if self._kernel is not None:
-            self._kernel(self.array, self.ends)
-        else:
-            crc, done = 0, 0  # as fast_status_wire: the running CRC over buf[:done]
-            for end in self.ends.tolist():
-                crc = crc16_dynamixel(buf[done:end], crc)
-                buf[end], buf[end + 1] = crc & 0xFF, crc >> 8
-                done = end
+        fill_block_crcs(buf, self.ends)
         return bytes(buf)
 
     def wire(self) -> bytes:

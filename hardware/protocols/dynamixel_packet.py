@@ -203,33 +203,35 @@ def load_compiled() -> None:
 
 def fast_status_wire(len_field: int, blocks: Sequence[tuple[int, int, bytes]]) -> bytes:
     """``encode_fast_status`` of checked ``(err, id, data)`` blocks and LEN ``len_field``
-    (a device's hot path: nothing is checked here; the block CRCs in one compiled call where
-    numba is, ``_compiled.block_crcs``)."""
+    (a device's hot path: nothing is checked here; the block CRCs by ``fill_block_crcs``)."""
     out = bytearray(_fast_head(len_field))
-    if not _KERNELS:
-        load_compiled()
-    kernels = _KERNELS[0]
-    if kernels is not None:
-        ends = []
-        for err, pid, data in blocks:
-            out.append(err)
-            out.append(pid)
-            out += data
-            ends.append(len(out))
-            out += b"\0\0"
-        kernels.block_crcs(np.frombuffer(out, np.uint8), np.array(ends, np.int64))
-        return bytes(out)
-    crc, done = 0, 0  # the running CRC over out[:done]
+    ends = []
     for err, pid, data in blocks:
         out.append(err)
         out.append(pid)
         out += data
-        # one CRC step per block: the previous block's CRC bytes and this block's ERR, ID, data
-        crc = crc16_dynamixel(out[done:], crc)
-        out.append(crc & 0xFF)
-        out.append(crc >> 8)
-        done = len(out) - 2
+        ends.append(len(out))
+        out += b"\0\0"
+    fill_block_crcs(out, ends)
     return bytes(out)
+
+
+def fill_block_crcs(buf: bytearray, ends: Sequence[int]) -> None:
+    """The CRC of every block of an aggregate status laid out in ``buf``, into the two bytes at
+    each of ``ends`` (ascending indices): the running CRC-16 over ``buf[:end]``, so each step
+    covers the previous block's CRC bytes and this block's ERR, ID and data. In one compiled
+    call where numba is (``_compiled.block_crcs``)."""
+    if not _KERNELS:
+        load_compiled()
+    kernels = _KERNELS[0]
+    if kernels is not None:
+        kernels.block_crcs(np.frombuffer(buf, np.uint8), np.asarray(ends, np.int64))
+        return
+    crc, done = 0, 0  # the running CRC over buf[:done]
+    for end in np.asarray(ends).tolist():
+        crc = crc16_dynamixel(buf[done:end], crc)
+        buf[end], buf[end + 1] = crc & 0xFF, crc >> 8
+        done = end
 
 
 def decode_fast_status(
