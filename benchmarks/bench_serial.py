@@ -420,19 +420,24 @@ def fast_against_sync(link_dir: str, emu: Emulators, seconds: float, repeats: in
     return rows, read_ms
 
 
+def _bound_at(baud: int):
+    """The shipped configuration's wire bound (``wire_bound``) with its bus at ``baud``."""
+    base = load_config()
+    return wire_bound(replace(base, bus=replace(base.bus, baudrate=baud)))
+
+
 def baud_sweep(link_dir: str, emu: Emulators, seconds: float) -> list[dict]:
     """Free-running at each baud rate, wire on and off (a robot per baud rate, configured so)."""
     rows = []
-    base = load_config()
     for baud in BAUDS:
-        bound = wire_bound(replace(base, bus=replace(base.bus, baudrate=baud)))
+        bound = _bound_at(baud)
         with _robot(link_dir, FREE_PERIOD_S, baud) as robot:
             for wire in (True, False):
                 emu.ask(f"wire {baud if wire else 0}")
                 _run(robot, emu, cycles=5)  # the first cycles after the switch
                 r = _run(robot, emu, seconds=seconds)
                 rows.append(dict(r, baud=baud, wire=wire, bound_hz=bound.fast_hz))
-    emu.ask(f"wire {base.bus.baudrate}")
+    emu.ask(f"wire {load_config().bus.baudrate}")  # the configured wire again
     return rows
 
 
@@ -540,7 +545,7 @@ def timeline(link_dir: str, emu: Emulators, baud: int, cycles: int) -> dict:
         )
         for key, value in stretch.items():
             out[key].append(value * 1e6)
-    bound = wire_bound(replace(load_config(), bus=replace(load_config().bus, baudrate=baud)))
+    bound = _bound_at(baud)
     return dict(
         baud=baud,
         cycles=len(out["cycle"]),
