@@ -2,7 +2,6 @@
 numba caches are built once before the first test (``_warm_numba_caches``); the real-time tests
 run alone on the machine under pytest-xdist (``_WorkerLock``)."""
 
-import contextlib
 import fcntl
 import os
 import shutil
@@ -40,9 +39,9 @@ WARM_UP = (
 
 
 #: Tests with a real-time loop or a wall-clock check (serial I/O against the emulators at the
-#: loop's rate, the hardware holds, rate and timeout checks): by module, and tests that run the
-#: emulated hardware in a subprocess. Under pytest-xdist each runs alone (``_WorkerLock``; a
-#: fixture with a real-time part runs that part inside ``alone``).
+#: loop's rate, the hardware holds, rate and timeout checks): by module. Under pytest-xdist each
+#: runs alone (``_WorkerLock``). A scenario on the emulated hardware is not one of them: it runs
+#: in lock-step with its emulators (one clock, one period a cycle), whatever the load.
 REALTIME_MODULES = (
     "test_hw_",
     "test_shadow_hil",
@@ -55,7 +54,6 @@ REALTIME_MODULES = (
     "test_record",
     "test_safety_limits",
 )
-REALTIME_TESTS = ("test_scenario_tools.py::test_the_pytest_plugin_",)
 #: Modules under a real-time prefix that open no port and read no clock (codecs, configuration
 #: checks, records, the emulator's plant arithmetic): they run beside other tests.
 NOT_REALTIME = (
@@ -67,14 +65,9 @@ NOT_REALTIME = (
 
 
 def realtime(item: pytest.Item) -> bool:
-    """Whether ``item`` is a real-time test (``REALTIME_MODULES``, ``REALTIME_TESTS``, not
-    ``NOT_REALTIME``)."""
+    """Whether ``item`` is a real-time test (``REALTIME_MODULES``, not ``NOT_REALTIME``)."""
     name = Path(str(item.fspath)).name
-    if name in NOT_REALTIME:
-        return False
-    return name.startswith(REALTIME_MODULES) or any(
-        item.nodeid.split("/")[-1].startswith(t) for t in REALTIME_TESTS
-    )
+    return name not in NOT_REALTIME and name.startswith(REALTIME_MODULES)
 
 
 def pytest_configure(config):
@@ -131,21 +124,10 @@ def pytest_runtest_protocol(item, nextitem):
         _LOCK.release()
 
 
-@pytest.fixture(scope="session")
-def alone():
-    """A context manager: what runs inside it (the real-time part of an ordinary test's
-    fixture) runs while no other pytest-xdist worker runs a test; without xdist it does
-    nothing."""
-    return _LOCK.alone
-
-
 class _WorkerLock:
     """A lock over the workers (``flock`` on files in ``$TWIN_TEST_LOCKS``): shared by ordinary
     tests, exclusive for real-time ones; a waiting real-time test holds the gate, so that no new
     ordinary test starts before it (it cannot starve)."""
-
-    def __init__(self) -> None:
-        self.exclusive: bool | None = None  # None: not held
 
     def acquire(self, exclusive: bool) -> None:
         folder = Path(os.environ["TWIN_TEST_LOCKS"])
@@ -155,24 +137,9 @@ class _WorkerLock:
         self.tests = os.open(folder / "tests", os.O_CREAT | os.O_RDWR)
         fcntl.flock(self.tests, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         os.close(gate)  # releases the gate
-        self.exclusive = exclusive
 
     def release(self) -> None:
         os.close(self.tests)  # releases the lock
-        self.exclusive = None
-
-    @contextlib.contextmanager
-    def alone(self):
-        if self.exclusive is not False:  # not under xdist, or already alone
-            yield
-            return
-        self.release()
-        self.acquire(True)
-        try:
-            yield
-        finally:
-            self.release()
-            self.acquire(False)
 
 
 _LOCK = _WorkerLock()

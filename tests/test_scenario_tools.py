@@ -92,15 +92,22 @@ def test_the_pytest_plugin_collects_scenarios_per_backend_and_runs_them_with_xdi
     assert "tight [hardware] weight_n: expected 4.905 +- 1e-06, measured" in done.stdout
 
 
-def test_a_ray_sweep_of_the_shipped_suite_over_two_seeds(tmp_path):
+def test_a_ray_sweep_over_two_seeds_on_both_backends(tmp_path):
+    """Runs farmed out to Ray workers come back as one JUnit report, one case a scenario, seed
+    and backend, each emulated-hardware run on its own emulators (the whole shipped suite on
+    both backends is ``test_scenario_runs``; here two of its files keep the sweep short)."""
     pytest.importorskip("ray")
     junit = tmp_path / "ray.xml"
+    files = [f for f in SUITE if load_scenario(f).task in ("ft_weigh", "plan_execute")]
     run = subprocess.run(
-        [sys.executable, "-m", "twin", "test", "--ray", "--seed", "0", "--seed", "1",
-         "--junit", str(junit)],
+        [sys.executable, "-m", "twin", "test", *map(str, files), "--ray", "--backend", "both",
+         "--seed", "0", "--seed", "1", "--junit", str(junit)],
         capture_output=True, text=True, timeout=900, cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     cases = {c.get("name") for c in ET.parse(junit).getroot().findall("testcase")}
-    names = {load_scenario(f).name for f in SUITE}
-    assert cases == {f"{n}[sim, seed {s}]" for n in names for s in (0, 1)}
+    names = {load_scenario(f).name for f in files}
+    assert len(names) == 2, names
+    assert cases == {
+        f"{n}[{b}, seed {s}]" for n in names for b in ("sim", "hardware") for s in (0, 1)
+    }
