@@ -60,8 +60,9 @@ def test_emulate_writes_a_hardware_toml_for_its_ports(emulated):
 def test_twin_backend_hardware_makes_the_demo_drive_the_emulators(tmp_path):
     with emulators(tmp_path) as emu:
         env = clean_env(TWIN_BACKEND="hardware", TWIN_HARDWARE_CONFIG=str(emu.config))
-        done = twin("demo", env=env, timeout=600)
+        done = twin("demo", env=env, timeout=600, cwd=tmp_path)  # its default --out: ./twin-report
     assert done.returncode == 0, (done.stdout, done.stderr)
+    assert (tmp_path / "twin-report" / "figures.json").is_file()
     assert re.search(r"demo: (\d+) of \1 steps ok", done.stdout), done.stdout
     # every demo cycle (4 ms; over 1.6 s of motion and a 0.5 s tare) reads the six servos
     replies = _replies(emu.lines)

@@ -21,9 +21,10 @@ from twin.control import CommandSource, OnnxRLController, OnnxRuntime, RobotStat
 from twin.control.errors import InferenceOverdueError
 from twin.control.workers import AsyncWorker, WorkerMode
 
-SLOW_N = 1024  # the MatMul's side: (1024, 1024) @ (1024, 1024), about 2 GFLOP per inference
-#: A watchdog limit no run of the slow policy can meet: 2 GFLOP in 5 ms is 400 GFLOP/s on one
-#: thread, beyond any CPU core (the policy runs on one, ``OnnxRuntimeOptions``). A limit from a
+SLOW_N = 1536  # the MatMul's side: (1536, 1536) @ (1536, 1536), about 7 GFLOP per inference
+#: A watchdog limit no run of the slow policy can meet: 7 GFLOP in 5 ms is 1.4 TFLOP/s on one
+#: thread, beyond any CPU core (the policy runs on one, ``OnnxRuntimeOptions``; an AVX-512 core
+#: here ran the 2 GFLOP of a 1024 side in 15 ms, too near the test's four limits). A limit from a
 #: measured run would not do: the machine may be four times less loaded when the policy runs.
 SLOW_LIMIT_S = 0.005
 
