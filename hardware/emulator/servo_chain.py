@@ -443,10 +443,7 @@ class ServoChainEmulator:
                 return False
             if flags & 1:
                 self.instructions += 1
-                goals = []
-                for j, (s, q_goal) in enumerate(zip(self._by_joint, self._q_goals.tolist())):
-                    goals.append((j, _goal_drive(s, q_goal)))
-                self.source.set_goals(goals)
+                self.source.set_goal_positions(self._q_goals)  # every servo holds (flags)
             if flags & 2:
                 self.instructions += 1
                 replies = self._present_reply_compiled()
@@ -477,7 +474,8 @@ class ServoChainEmulator:
         if not self.wire_baud:
             self._send(replies)
             return
-        timed = self.timeline is not None
+        timeline = self.timeline  # read once: another thread may hand it over meanwhile
+        timed = timeline is not None
         handled, cpu = (time.perf_counter(), time.thread_time()) if timed else (0.0, 0.0)
         due, written = self._send_paced(received, n_bytes, replies)
         if timed:
@@ -485,7 +483,7 @@ class ServoChainEmulator:
             done = time.thread_time()
             handling, pacing = cpu - self._cpu_mark, done - cpu
             self._cpu_mark = done
-            self.timeline.append((received, handled, due, written, n_reply, handling, pacing))
+            timeline.append((received, handled, due, written, n_reply, handling, pacing))
 
     def _send(self, replies: list[tuple[EmulatedServo, bytes]]) -> None:
         """Each reply (wire bytes) leaves after its servo's return delay (and any injected delay);
