@@ -36,7 +36,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from twin.hardware.clock import SPIN_US
 from twin.hardware.emulator import _compiled
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
@@ -67,24 +66,13 @@ _CURRENT_RANGE = (-(2**15), 2**15 - 1)  # Present Current (int16), Velocity, Pos
 _INT32_RANGE = (-(2**31), 2**31 - 1)
 
 
-#: A paced reply's wait (``_wait_until``) sleeps to this long (s) before the reply is due, then
-#: sleeps again to ``SPIN_US`` before it and spins the rest: on a loaded machine a long sleep
-#: ends tens of microseconds late (the CPU has gone idle deeply), a short one a few.
-WAKE_EARLY_S = 150e-6
-_SPIN_S = SPIN_US * 1e-6
-
-
 def _wait_until(due: float) -> None:
-    """Return at ``due`` (perf_counter s), a microsecond or so after it (``WAKE_EARLY_S``)."""
-    clock = time.perf_counter
-    wait = due - clock()
-    if wait > WAKE_EARLY_S + _SPIN_S:
-        time.sleep(wait - WAKE_EARLY_S)
-        wait = due - clock()
-    if wait > _SPIN_S:
-        time.sleep(wait - _SPIN_S)
-    while clock() < due:
-        pass
+    """Return at ``due`` (perf_counter s) or just after it: one sleep (again if it ended early),
+    no spinning; the port thread's timer slack is 1 us (``pty_port``), so the sleep ends when
+    the machine wakes the thread."""
+    clock, sleep = time.perf_counter, time.sleep
+    while (wait := due - clock()) > 0:
+        sleep(wait)
 
 
 def _goal_drive(s: EmulatedServo, q_goal: float) -> Drive:
