@@ -39,6 +39,7 @@ import numpy as np
 from twin.hardware.emulator import _compiled
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
+from twin.hardware.emulator.quiet import QuietWindow
 from twin.hardware.emulator.sources import LIMP, Drive, DriveKind, PhysicsSource
 from twin.hardware.joint_map import JointMap
 from twin.hardware.protocols import dynamixel as dxl
@@ -225,8 +226,11 @@ class ServoChainEmulator:
         faults: FaultInjector | None = None,
         fast_read: bool = True,
         wire_baud: int | None = None,
+        quiet: QuietWindow | None = None,
     ) -> None:
         self.source, self.map, self.clock = source, joint_map, clock
+        #: Told when each paced reply is due, so that the stack's other threads keep clear of it.
+        self.quiet = quiet
         self.fast_read = fast_read
         self._faults = faults
         models = model_numbers or [XTable.MODEL_NUMBER.default] * joint_map.n
@@ -500,9 +504,12 @@ class ServoChainEmulator:
         last reply was due and when it was written (perf_counter s)."""
         byte_s = 10.0 / self.wire_baud
         due = max(self._wire_free, received) + n_bytes * byte_s
+        quiet = self.quiet
         for servo, raw in replies:
             delay = self.reply_delay_s + servo.table[_RETURN_DELAY] * Units.RETURN_DELAY_S
             due += delay + len(raw) * byte_s
+            if quiet is not None:
+                quiet.reply_due(due)
             _wait_until(due)
             self.port.write(raw)
         self._wire_free = due

@@ -472,10 +472,13 @@ class RobotSource(PhysicsSource):
 
 class RealTimeRunner:
     """Advances a source to ``clock.now_us()`` every ``tick_s`` in a background thread (the servo
-    emulator also advances it before every read, so joint readings are never older than that)."""
+    emulator also advances it before every read, so joint readings are never older than that).
+    ``quiet``: a ``QuietWindow`` whose windows a tick waits out (the servo chain's paced
+    replies)."""
 
-    def __init__(self, source: PhysicsSource, clock, tick_s: float = 0.002) -> None:
+    def __init__(self, source: PhysicsSource, clock, tick_s: float = 0.002, *, quiet=None) -> None:
         self.source, self.clock, self.tick_s = source, clock, tick_s
+        self.quiet = quiet
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="emu-physics", daemon=True)
         self._thread.start()
@@ -483,15 +486,18 @@ class RealTimeRunner:
     def _run(self) -> None:
         # a plain sleep (not ``Event.wait``, whose timed wait runs a page of Python every tick):
         # ``close`` waits for the tick in progress, a few milliseconds at most
-        stop, sleep, tick, source, clock = (
+        stop, sleep, tick, source, clock, quiet = (
             self._stop,
             time.sleep,
             self.tick_s,
             self.source,
             self.clock,
+            self.quiet,
         )
         while not stop.is_set():
             sleep(tick)
+            if quiet is not None:
+                quiet.defer()
             if not stop.is_set():
                 source.advance_to(clock.now_us())
 
