@@ -67,13 +67,38 @@ _CURRENT_RANGE = (-(2**15), 2**15 - 1)  # Present Current (int16), Velocity, Pos
 _INT32_RANGE = (-(2**31), 2**31 - 1)
 
 
-def _wait_until(due: float) -> None:
-    """Return at ``due`` (perf_counter s) or just after it: one sleep (again if it ended early),
-    no spinning; the port thread's timer slack is 1 us (``pty_port``), so the sleep ends when
-    the machine wakes the thread."""
-    clock, sleep = time.perf_counter, time.sleep
-    while (wait := due - clock()) > 0:
-        sleep(wait)
+#: ``Waker``: the share of sleeps whose wake-up comes later than the lead it keeps (a quantile
+#: of the machine's wake-up lateness, tracked), the step (s) by which it tracks it, and its cap.
+WAKE_QUANTILE = 0.7
+WAKE_STEP_S = 1e-6
+WAKE_LEAD_MAX_S = 60e-6
+
+
+class Waker:
+    """Waits for a paced reply's time: one sleep that ends ``lead_s`` ahead of it, then the
+    rest (if the wake-up came early) on the clock. ``lead_s`` tracks the quantile of the
+    wake-up lateness below which ``1 - WAKE_QUANTILE`` of wake-ups fall (a stochastic quantile
+    estimate: each wake-up moves it by ``WAKE_STEP_S``), so that most replies wake up on time or
+    a little late without sleeping, and the few that wake early wait a few microseconds; a
+    machine that wakes its threads at once (lateness 0) keeps ``lead_s`` at 0 and never waits on
+    the clock. Never returns before ``due``."""
+
+    def __init__(self) -> None:
+        self.lead_s = 0.0
+
+    def wait_until(self, due: float) -> None:
+        """Return at ``due`` (perf_counter s) or just after it."""
+        clock = time.perf_counter
+        lead = self.lead_s
+        wait = due - clock() - lead
+        if wait > 0:
+            time.sleep(wait)
+            late = clock() - (due - lead)  # the wake-up's lateness
+            q = WAKE_QUANTILE
+            lead += WAKE_STEP_S * (1.0 - q) if late > lead else -WAKE_STEP_S * q
+            self.lead_s = min(max(lead, 0.0), WAKE_LEAD_MAX_S)
+        while clock() < due:
+            pass
 
 
 def _goal_drive(s: EmulatedServo, q_goal: float) -> Drive:
@@ -285,6 +310,7 @@ class ServoChainEmulator:
         #: as a pty has no wire time).
         self.wire_baud = wire_baud
         self._wire_free = 0.0  # perf_counter s when the modelled wire is next free
+        self._waker = Waker()
         #: A deque to record the timeline of each wire-timed instruction into (None: off):
         #: ``(received, handled, due, written, reply bytes, handling CPU, pacing CPU)``, times in
         #: perf_counter s, CPU in s of this thread (from the read of the bytes to the reply's
@@ -510,7 +536,7 @@ class ServoChainEmulator:
             due += delay + len(raw) * byte_s
             if quiet is not None:
                 quiet.reply_due(due)
-            _wait_until(due)
+            self._waker.wait_until(due)
             self.port.write(raw)
         self._wire_free = due
         return due, time.perf_counter()
