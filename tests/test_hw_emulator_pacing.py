@@ -1,6 +1,7 @@
 """The emulators' part of a free-running cycle (``docs/protocols/dynamixel.md``): the quiet window
 around a paced reply, the port thread's timer slack, the fault injector's lock-free fast path,
-the cycle's goals in one copy, and the timeline handed over while a reply is paced."""
+the cycle's goals in one copy, the paced wait's wake-up, and the timeline handed over while a
+reply is paced."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ from twin.hardware.config import load_config
 from twin.hardware.emulator import BotaEmulator, FaultInjector, IdealSource, PtyPort
 from twin.hardware.emulator.faults import dynamixel_status_frames
 from twin.hardware.emulator.quiet import QuietWindow
+from twin.hardware.emulator.servo_chain import (
+    WAKE_LEAD_MAX_S,
+    WAKE_QUANTILE,
+    WAKE_STEP_S,
+    Waker,
+    tracked_lead,
+)
 from twin.hardware.emulator.sources import Drive, DriveKind
 from twin.hardware.emulator.testing import random_drive, wait_until
 from twin.hardware.protocols import bota
@@ -244,3 +252,35 @@ def test_a_timeline_handed_over_while_a_reply_is_paced_is_not_an_error(tmp_path)
         assert len(sent) == 1 and len(rows) == 1 and rows[0][4] == len(sent[0])
     finally:
         emu.close()
+
+
+# ----------------------------------------------------------------- the wake-up
+def test_a_paced_wait_never_ends_before_its_time():
+    """Whatever lead the waker has learnt, ``wait_until`` returns at or after ``due``."""
+    waker = Waker()
+    rng = np.random.default_rng(7)
+    for wait_s in rng.uniform(0.0, 400e-6, 300):
+        due = time.perf_counter() + wait_s
+        waker.wait_until(due)
+        assert time.perf_counter() >= due
+        assert 0.0 <= waker.lead_s <= WAKE_LEAD_MAX_S
+
+
+@given(st.lists(st.floats(0.0, 1e-3), min_size=1, max_size=400))
+def test_the_lead_stays_in_range_and_follows_the_lateness(lates):
+    lead = 0.0
+    for late in lates:
+        new = tracked_lead(lead, late)
+        assert 0.0 <= new <= WAKE_LEAD_MAX_S
+        assert new >= lead if late > lead else new <= lead
+        lead = new
+
+
+def test_the_lead_settles_at_the_quantile_of_the_lateness():
+    """Against a lateness spread evenly over 0..50 us the lead settles where WAKE_QUANTILE of
+    the wake-ups come after it (within a few steps)."""
+    rng = np.random.default_rng(1)
+    lead = 0.0
+    for late in rng.uniform(0.0, 50e-6, 20_000):
+        lead = tracked_lead(lead, late)
+    assert lead == pytest.approx((1.0 - WAKE_QUANTILE) * 50e-6, abs=5 * WAKE_STEP_S)

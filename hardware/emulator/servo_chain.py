@@ -93,12 +93,19 @@ class Waker:
         wait = due - clock() - lead
         if wait > 0:
             time.sleep(wait)
-            late = clock() - (due - lead)  # the wake-up's lateness
-            q = WAKE_QUANTILE
-            lead += WAKE_STEP_S * (1.0 - q) if late > lead else -WAKE_STEP_S * q
-            self.lead_s = min(max(lead, 0.0), WAKE_LEAD_MAX_S)
+            self.lead_s = tracked_lead(lead, clock() - (due - lead))
         while clock() < due:
             pass
+
+
+def tracked_lead(lead_s: float, late_s: float) -> float:
+    """``Waker.lead_s`` after a wake-up ``late_s`` s after the sleep's end: up by
+    ``(1 - WAKE_QUANTILE) * WAKE_STEP_S`` if the wake-up came after the reply's time, down by
+    ``WAKE_QUANTILE * WAKE_STEP_S`` if before (so that at equilibrium ``WAKE_QUANTILE`` of
+    wake-ups come after it), within ``[0, WAKE_LEAD_MAX_S]``."""
+    q = WAKE_QUANTILE
+    lead_s += WAKE_STEP_S * (1.0 - q) if late_s > lead_s else -WAKE_STEP_S * q
+    return min(max(lead_s, 0.0), WAKE_LEAD_MAX_S)
 
 
 def _goal_drive(s: EmulatedServo, q_goal: float) -> Drive:
