@@ -184,6 +184,7 @@ def test_a_fault_armed_from_another_thread_is_injected(tmp_path):
         assert faults.stats.bytes_corrupted == 64
         faults.set(corrupt_rate=0.0)
         assert not faults.armed and port.write(data) == (True, False) and client.read(64) == data
+        assert port.writes == 3  # every write counted by the port, armed or not
     finally:
         client.close()
         port.close()

@@ -60,6 +60,7 @@ class PtyPort:
         self._client = False
         self.events: list[tuple[float, str]] = []
         self.dropped_bytes = 0
+        self.writes = 0  # writes made while a client had the port open (frames, replies)
         self._plug()
         self._thread = threading.Thread(target=self._loop, name=f"emu-{name}", daemon=True)
         self._thread.start()
@@ -144,6 +145,7 @@ class PtyPort:
                 time.sleep(faults.delay_s)
             data, damaged = faults.apply(data)
         with self._lock:  # the one lock of a write: against unplug / close of the fd
+            self.writes += 1
             fd = self._fd
             if fd is None or not data:
                 self.dropped_bytes += len(data)
