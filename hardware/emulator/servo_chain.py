@@ -15,6 +15,9 @@ holds it for its bytes, and each reply arrives when its last byte would, so a co
 cannot reach its rate on a real bus misses it here too, and six status packets cost what they
 would against one. ``EmulatorStack`` turns it on at the bus's baud rate unless
 ``bus.emulate_wire_time = false``; built alone, the chain has none (a pty has no wire time).
+A paced reply waits with a ``Waker`` (one sleep that ends a tracked lead ahead of its time) and
+is announced first to the stack's ``QuietWindow`` (``quiet``), whose other threads keep clear of
+it (``docs/protocols/dynamixel.md``, "The emulator's part of a free-running cycle").
 The bus cycle's own instructions are answered without the parser, in two compiled calls where
 numba is (``_on_cycle``; ``docs/protocols/dynamixel.md``, "The cycle in the emulator"), with the
 same tables, drives and bytes as the general handlers.
@@ -40,7 +43,13 @@ from twin.hardware.emulator import _compiled
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
 from twin.hardware.emulator.quiet import QuietWindow
-from twin.hardware.emulator.sources import LIMP, Drive, DriveKind, PhysicsSource
+from twin.hardware.emulator.sources import (
+    LIMP,
+    Drive,
+    DriveKind,
+    PhysicsSource,
+    drive_with_goal,
+)
 from twin.hardware.joint_map import JointMap
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols import dynamixel_packet
@@ -79,7 +88,8 @@ class Waker:
     rest (if the wake-up came early) on the clock. ``lead_s`` tracks the quantile of the
     wake-up lateness below which ``1 - WAKE_QUANTILE`` of wake-ups fall (a stochastic quantile
     estimate: each wake-up moves it by ``WAKE_STEP_S``), so that most replies wake up on time or
-    a little late without sleeping, and the few that wake early wait a few microseconds; a
+    a little late and are written at once, and the few that wake early wait a few microseconds
+    on the clock; a
     machine that wakes its threads at once (lateness 0) keeps ``lead_s`` at 0 and never waits on
     the clock. Never returns before ``due``."""
 
@@ -106,15 +116,6 @@ def tracked_lead(lead_s: float, late_s: float) -> float:
     q = WAKE_QUANTILE
     lead_s += WAKE_STEP_S * (1.0 - q) if late_s > lead_s else -WAKE_STEP_S * q
     return min(max(lead_s, 0.0), WAKE_LEAD_MAX_S)
-
-
-def _goal_drive(s: EmulatedServo, q_goal: float) -> Drive:
-    """The drive of servo ``s`` holding a position (``goal_fields``, set by ``_update_drive``)
-    with a new goal ``q_goal`` rad: ``Drive`` is frozen, so it is filled directly, as
-    ``Drive(...)`` would be, without its constructor (the cycle's fast path)."""
-    drive = object.__new__(Drive)
-    drive.__dict__.update(s.goal_fields, q_goal=q_goal)
-    return drive
 
 
 def _rounded(value: float, bounds: tuple[int, int]) -> int:
@@ -738,7 +739,7 @@ class ServoChainEmulator:
         if write:
             address = XTable.GOAL_POSITION.address
             s.table[address : address + 4] = value.to_bytes(4, "little", signed=True)
-        return j, _goal_drive(s, direction * (float(value) - zero) / tpr)
+        return j, drive_with_goal(s.goal_fields, direction * (float(value) - zero) / tpr)
 
     def _rekey(self, old: int, s: EmulatedServo) -> None:
         """An ID write: the servo answers to its new id (its joint stays the same)."""

@@ -56,11 +56,12 @@ class Drive:
 LIMP = Drive()
 
 
-def _with_goal(drive: Drive, q_goal: float) -> Drive:
-    """``replace(drive, q_goal=q_goal)`` without the frozen constructor (``Drive`` has no
-    checks to run): what a new Goal Position makes of a holding servo's drive."""
+def drive_with_goal(fields: dict, q_goal: float) -> Drive:
+    """``Drive(**fields)`` with ``q_goal`` rad, filled directly (``Drive`` is frozen and has no
+    checks to run, so without its constructor): what a new Goal Position makes of a holding
+    servo's drive (``fields``: that drive's ``__dict__``). The cycle's fast paths use it."""
     out = object.__new__(Drive)
-    out.__dict__.update(drive.__dict__, q_goal=q_goal)
+    out.__dict__.update(fields, q_goal=q_goal)
     return out
 
 
@@ -137,7 +138,8 @@ class PhysicsSource(abc.ABC):
         if q is not None:
             self._pending_q = None
             self._drive_list = [
-                _with_goal(d, g) for d, g in zip(self._drive_list, q.tolist(), strict=True)
+                drive_with_goal(d.__dict__, g)
+                for d, g in zip(self._drive_list, q.tolist(), strict=True)
             ]
         return self._drive_list
 
