@@ -7,7 +7,9 @@ rate; the servo bus's wire bound (``twin.hardware.config.wire_bound``: the goal 
 The emulators run in their own process, as ``twin emulate`` does, and model the wire at the
 bus's baud rate (switched off for the "wire off" rows). Tables:
 
-- the loop at its configured 4 ms period (1 Mbaud, wire on): achieved rate and overruns from
+- the loop at its configured 4 ms period (1 Mbaud, wire on; pinned, with the two cores' roles
+  swapped every ``PIN_BLOCK_CYCLES`` cycles, so that a core busy with other work weighs on the
+  host's and the emulator's CPU alike): achieved rate and overruns from
   ``Robot.diagnostics()``, host CPU per cycle (the control thread plus the bus's reader thread,
   ``time.thread_time`` / the thread's CPU clock; and the control thread's median per call of
   ``write()``, ``step()`` and ``read()``) and the servo emulator's (its port thread, asked from
@@ -35,6 +37,14 @@ process's; the emulator's is its servo port thread's, asked from its process.
 Targets: every parser >= 20x its line rate; >= 245 Hz with < 1 % overruns at the 4 ms period;
 host CPU <= 0.3 ms per cycle and the emulator's <= the host's; free-running >= 90 % of the wire
 bound at 1 Mbaud and >= 1 kHz at 4 Mbaud.
+
+Figures (``--quick``, the project's two-core VM, two runs, load average 1.0 and 1.9): 250 Hz
+with 0 overruns at 4 ms; host CPU 0.22 / 0.17 ms a cycle, the servo emulator's 0.15 / 0.14
+(ratio 0.69 / 0.84); free-running at 1 Mbaud 0.899 / 0.888 of the wire bound (577 / 570 Hz);
+4 Mbaud 1.7-2.0 kHz. The 1 Mbaud timeline, medians in us: host write to emulator 44 / 37, the
+emulator's lateness 11 / 11 (49 before ``servo_chain.Waker``), reply to host 77 / 40, the host's
+turnaround 102 / 60, cycle 1798 / 1721 (0.90 needs 1733 or less). Before this round (quiet
+machine, load 0.5): emulator over host CPU 1.02, 0.875 of the wire bound, lateness 33.
 
     python -m twin.benchmarks.bench_serial [--quick] [--seed N] [--unpinned]
 """
@@ -180,8 +190,8 @@ def serve_emulators(link_dir: str, pinned: bool = False) -> None:
     """The emulators as ``twin emulate --source ideal`` runs them (the servo chain's wire at the
     configured baud rate), in this process until stdin closes; ``pinned``: on
     ``EMULATOR_CPUS``. Each line on stdin is a request, answered with one line of JSON:
-    ``wire <baud>`` (0: off) sets the modelled baud rate; ``pin 1`` / ``pin 0`` moves every
-    thread onto ``EMULATOR_CPUS`` / every CPU; ``cpu`` (or any other line) gives the CPU seconds
+    ``wire <baud>`` (0: off) sets the modelled baud rate; ``pin 1`` / ``pin 2`` / ``pin 0``
+    moves every thread onto ``EMULATOR_CPUS`` / ``HOST_CPUS`` (the layout swapped) / every CPU; ``cpu`` (or any other line) gives the CPU seconds
     of the servo chain's port thread and of the whole process."""
     from twin.hardware.emulator import IdealSource
     from twin.hardware.emulator.stack import EmulatorStack
@@ -210,7 +220,7 @@ def serve_emulators(link_dir: str, pinned: bool = False) -> None:
                     print(json.dumps(list(rows or ())), flush=True)
                     continue
             elif words[:1] == ["pin"]:
-                pin_process(EMULATOR_CPUS if words[1] == "1" else None)
+                pin_process({"1": EMULATOR_CPUS, "2": HOST_CPUS}.get(words[1]))
             out = {
                 "servo_s": thread_cpu_s(stack.servos.port.thread),
                 "process_s": time.process_time(),
@@ -240,11 +250,11 @@ class Emulators:
         self.proc.stdin.flush()
         return json.loads(self.proc.stdout.readline())
 
-    def pin(self, pinned: bool) -> None:
-        """Emulators on ``EMULATOR_CPUS`` and this process on ``HOST_CPUS``, or both on every
-        CPU."""
-        self.ask(f"pin {int(pinned)}")
-        pin_process(HOST_CPUS if pinned else None)
+    def pin(self, pinned: bool, swapped: bool = False) -> None:
+        """Emulators on ``EMULATOR_CPUS`` and this process on ``HOST_CPUS`` (``swapped``: the
+        other way round), or both on every CPU."""
+        self.ask(f"pin {2 if pinned and swapped else int(pinned)}")
+        pin_process((EMULATOR_CPUS if swapped else HOST_CPUS) if pinned else None)
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -303,6 +313,27 @@ def _run(robot, emu: Emulators, *, cycles: int | None = None, seconds: float | N
     )
 
 
+def _merged(blocks: list[dict]) -> dict:
+    """``_run``'s figures over several blocks of one robot's cycles (per-cycle means weighted
+    by cycles; the medians of the stages per block, averaged)."""
+    n = sum(b["cycles"] for b in blocks)
+    mean = {
+        k: sum(b[k] * b["cycles"] for b in blocks) / n
+        for k in ("host_ms", "control_ms", "reader_ms", "emu_ms", "emu_process_ms")
+    }
+    return dict(
+        cycles=n,
+        hz=n / sum(b["cycles"] / b["hz"] for b in blocks),
+        overruns=sum(b["overruns"] for b in blocks),
+        bus_errors=sum(b["bus_errors"] for b in blocks),
+        fast_reads=sum(b["fast_reads"] for b in blocks),
+        stage_us={
+            k: float(np.mean([b["stage_us"][k] for b in blocks])) for k in blocks[0]["stage_us"]
+        },
+        **mean,
+    )
+
+
 def system_call_floor(link_dir: str, emu: Emulators, seconds: float) -> dict:
     """What the cycle's system calls alone cost the host at the 4 ms period (1 Mbaud, wire on):
     the same port, the same bytes and the same calls as ``SerialRobot``'s cycle (write the goal,
@@ -352,11 +383,23 @@ def system_call_floor(link_dir: str, emu: Emulators, seconds: float) -> dict:
     )
 
 
-def at_period(link_dir: str, emu: Emulators, seconds: float) -> dict:
-    """The configured loop (4 ms, 1 Mbaud, wire on) on a fresh robot: ``diagnostics()``."""
-    emu.ask(f"wire {load_config().bus.baudrate}")
-    with _robot(link_dir, load_config().control_period_s, load_config().bus.baudrate) as robot:
-        out = _run(robot, emu, seconds=seconds)
+def at_period(link_dir: str, emu: Emulators, seconds: float, pinned: bool) -> dict:
+    """The configured loop (4 ms, 1 Mbaud, wire on) on a fresh robot: ``diagnostics()``, and
+    what ``_run`` measures. ``pinned``: in blocks of ``PIN_BLOCK_CYCLES`` cycles with the two
+    cores' roles swapped in turn (host and emulators on different cores all the same), so that
+    a core busy with other work weighs on both sides' CPU figures alike."""
+    base = load_config()
+    emu.ask(f"wire {base.bus.baudrate}")
+    with _robot(link_dir, base.control_period_s, base.bus.baudrate) as robot:
+        if not pinned:
+            out = _run(robot, emu, seconds=seconds)
+        else:
+            blocks, t0 = [], time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                emu.pin(True, swapped=len(blocks) % 2 == 1)
+                blocks.append(_run(robot, emu, cycles=PIN_BLOCK_CYCLES))
+            emu.pin(True)
+            out = _merged(blocks)
         d = robot.diagnostics()
     return dict(
         out,
@@ -621,7 +664,7 @@ def main() -> None:
         pin_process(HOST_CPUS if pinned else None)
         try:
             load0 = os.getloadavg()[0]
-            main_row = at_period(d, emu, 3.0 if args.quick else 10.0)
+            main_row = at_period(d, emu, 3.0 if args.quick else 10.0, pinned)
             floor = system_call_floor(d, emu, 1.5 if args.quick else 5.0)
             modes, read_ms = fast_against_sync(
                 d, emu, 1.0 if args.quick else 3.0, 200 if args.quick else 1000
@@ -643,7 +686,9 @@ def main() -> None:
     m = main_row
     print_table(
         f"SerialRobot at its configured period ({cfg.control_period_s * 1e3:g} ms, {cfg.bus.baudrate} baud, "
-        f"wire timing on; 6 servos, F/T and IMU streaming; {layout}; load average {load0:.1f})",
+        f"wire timing on; 6 servos, F/T and IMU streaming; "
+        f"{'host and emulators on different cores, swapped every ' + str(PIN_BLOCK_CYCLES) + ' cycles' if pinned else layout}; "
+        f"load average {load0:.1f})",
         ["figure", "value", "target"],
         [
             ["achieved rate, Hz (diagnostics())", m["achieved_hz"], f">= {TARGET_HZ:g}"],

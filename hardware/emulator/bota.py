@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
+from twin.hardware.emulator.quiet import QuietWindow
 from twin.hardware.emulator.sources import PhysicsSource
 from twin.hardware.protocols import bota
 
@@ -44,8 +45,10 @@ class BotaEmulator:
         boot_delay_s: float = 0.05,
         product: str = "BotaEmu",
         serial_number: str = "4242",
+        quiet: QuietWindow | None = None,
     ) -> None:
         self.source = source
+        self.quiet = quiet  # whose windows the stream waits out before it encodes
         self.boot_delay_s = boot_delay_s
         self._boot_text = (
             "\r\n".join(
@@ -168,6 +171,8 @@ class BotaEmulator:
             self._last_t = samples[-1].t_us
             if not streaming or self._booting.is_set():
                 continue
+            if self.quiet is not None:
+                self.quiet.defer()
             for s in samples:
                 frame = bota.BotaFrame(
                     int(s.status),

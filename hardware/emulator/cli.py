@@ -331,7 +331,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"next: twin demo --backend hardware --config {out}")
         print(f"source: {args.source}; ready (Ctrl-C to stop)", flush=True)
         stop.wait(args.duration)
-        sent = {name: faults.stats.writes for name, faults in stack.faults.items()}
+        sent = {name: stack.port(name).writes for name in stack.ports}
     print(
         "emulators stopped, ports closed; replies and frames sent: "
         + ", ".join(f"{name} {n}" for name, n in sent.items()),

@@ -7,6 +7,10 @@ the frames that left the device damaged: the number a driver must account for. F
 a ``split`` function that cuts one write into ``(sender, frame)`` pieces (the servo chain's is
 ``dynamixel_status_frames``); ``frames_dropped`` counts the frames they removed, ``frames_delayed``
 the frames they held back.
+
+``armed`` says whether any fault is set; a device's hot path reads it without the lock and skips
+the injector when it is False (a plain attribute, rewritten under the lock by every change, so a
+fault armed from another thread takes effect from the next write on).
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from twin.hardware.errors import InvalidArgumentError
 
 @dataclass
 class FaultStats:
+    """Counts of the writes that passed an armed injector (``FaultInjector.armed``; a write with
+    nothing armed skips it uncounted) and of what they lost."""
+
     bytes_in: int = 0
     bytes_corrupted: int = 0
     bytes_dropped: int = 0
@@ -75,6 +82,8 @@ class FaultInjector:
         self._frame_holds: dict[int, int] = {}  # sender -> frames still to hold back
         self._held = b""  # frames held back, sent ahead of the next write
         self.corrupt_rate = self.drop_rate = self.delay_s = 0.0
+        #: Whether any fault is set (``active``): the devices' lock-free check (module doc).
+        self.armed = False
         self.set(corrupt_rate=corrupt_rate, drop_rate=drop_rate, delay_s=delay_s)
 
     def set(
@@ -86,16 +95,19 @@ class FaultInjector:
     ) -> None:
         """Change rates (probability per byte, 0..1) or the delay (s) while running."""
         for name, value in (("corrupt_rate", corrupt_rate), ("drop_rate", drop_rate)):
-            if value is not None:
-                if not 0.0 <= value <= 1.0:
-                    raise InvalidArgumentError(
-                        f"{name} must be a probability in [0, 1], got {value}"
-                    )
-                setattr(self, name, float(value))
-        if delay_s is not None:
-            if not 0.0 <= delay_s < 10.0:
-                raise InvalidArgumentError(f"delay_s must be in [0, 10) s, got {delay_s}")
-            self.delay_s = float(delay_s)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise InvalidArgumentError(f"{name} must be a probability in [0, 1], got {value}")
+        if delay_s is not None and not 0.0 <= delay_s < 10.0:
+            raise InvalidArgumentError(f"delay_s must be in [0, 10) s, got {delay_s}")
+        with self._lock:
+            for name, value in (
+                ("corrupt_rate", corrupt_rate),
+                ("drop_rate", drop_rate),
+                ("delay_s", delay_s),
+            ):
+                if value is not None:
+                    setattr(self, name, float(value))
+            self._rearm()
 
     def silence(self, sender: int) -> None:
         """Drop every frame of ``sender`` (e.g. a servo id) until ``restore(sender)``."""
@@ -116,12 +128,14 @@ class FaultInjector:
         self._need_split()
         with self._lock:
             self._frame_holds[sender] = n
+            self._rearm()
 
     def restore(self, sender: int) -> None:
         """Let the frames of ``sender`` through again."""
         with self._lock:
             self._frame_drops.pop(sender, None)
             self._frame_holds.pop(sender, None)
+            self._rearm()
 
     def take_frame_drop(self, sender: int) -> bool:
         """Whether the next frame of ``sender`` is to be dropped (counted, as ``apply`` counts a
@@ -134,6 +148,7 @@ class FaultInjector:
             self.stats.frames_dropped += 1
             if left == 1:
                 del self._frame_drops[sender]
+                self._rearm()
             elif left > 1:
                 self._frame_drops[sender] = left - 1
             return True
@@ -158,6 +173,7 @@ class FaultInjector:
         self._need_split()
         with self._lock:
             self._frame_drops[sender] = n
+            self._rearm()
 
     @property
     def active(self) -> bool:
@@ -169,6 +185,10 @@ class FaultInjector:
             or bool(self._frame_holds)
             or bool(self._held)
         )
+
+    def _rearm(self) -> None:
+        """``armed`` from the faults now set (lock held)."""
+        self.armed = self.active
 
     def _filter_frames(self, data: bytes) -> tuple[bytes, bool]:
         """``data`` without the frames of the senders being dropped or held back (held ones are
@@ -202,6 +222,7 @@ class FaultInjector:
         with self._lock:
             held, self._held = self._held, b""
             data, damaged = self._apply(data)
+            self._rearm()  # frame faults count down, held frames leave
             return (held + data if held else data), damaged
 
     def _apply(self, data: bytes) -> tuple[bytes, bool]:

@@ -53,13 +53,14 @@ class PtyPort:
         self._on_data = on_data
         self._on_client = on_client
         self._link = Path(link_dir) / name if link_dir is not None else None
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._fd: int | None = None
         self.pts_name = ""
         self._stop = threading.Event()
         self._client = False
         self.events: list[tuple[float, str]] = []
         self.dropped_bytes = 0
+        self.writes = 0  # writes made while a client had the port open (frames, replies)
         self._plug()
         self._thread = threading.Thread(target=self._loop, name=f"emu-{name}", daemon=True)
         self._thread.start()
@@ -139,22 +140,22 @@ class PtyPort:
             return WriteResult(False, False)
         damaged = False
         faults = self.faults
-        if faults is not None:
+        if faults is not None and faults.armed:  # lock-free: nothing armed, nothing to draw
             if faults.delay_s:
                 time.sleep(faults.delay_s)
             data, damaged = faults.apply(data)
-        with self._lock:
+        with self._lock:  # the one lock of a write: against unplug / close of the fd
+            self.writes += 1
             fd = self._fd
             if fd is None or not data:
                 self.dropped_bytes += len(data)
                 return WriteResult(fd is not None, damaged)
             sent = 0
             try:
+                sent = os.write(fd, data)
                 while sent < len(data):
                     sent += os.write(fd, data[sent:])
-            except BlockingIOError:
-                self.dropped_bytes += len(data) - sent  # client not reading: the device drops
-            except OSError:
+            except OSError:  # BlockingIOError too: the client is not reading, the device drops
                 self.dropped_bytes += len(data) - sent
             return WriteResult(True, damaged or sent < len(data))
 

@@ -15,6 +15,9 @@ holds it for its bytes, and each reply arrives when its last byte would, so a co
 cannot reach its rate on a real bus misses it here too, and six status packets cost what they
 would against one. ``EmulatorStack`` turns it on at the bus's baud rate unless
 ``bus.emulate_wire_time = false``; built alone, the chain has none (a pty has no wire time).
+A paced reply waits with a ``Waker`` (one sleep that ends a tracked lead ahead of its time) and
+is announced first to the stack's ``QuietWindow`` (``quiet``), whose other threads keep clear of
+it (``docs/protocols/dynamixel.md``, "The emulator's part of a free-running cycle").
 The bus cycle's own instructions are answered without the parser, in two compiled calls where
 numba is (``_on_cycle``; ``docs/protocols/dynamixel.md``, "The cycle in the emulator"), with the
 same tables, drives and bytes as the general handlers.
@@ -36,11 +39,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from twin.hardware.clock import SPIN_US
 from twin.hardware.emulator import _compiled
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
-from twin.hardware.emulator.sources import LIMP, Drive, DriveKind, PhysicsSource
+from twin.hardware.emulator.quiet import QuietWindow
+from twin.hardware.emulator.sources import (
+    LIMP,
+    Drive,
+    DriveKind,
+    PhysicsSource,
+    drive_with_goal,
+)
 from twin.hardware.joint_map import JointMap
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols import dynamixel_packet
@@ -67,33 +76,46 @@ _CURRENT_RANGE = (-(2**15), 2**15 - 1)  # Present Current (int16), Velocity, Pos
 _INT32_RANGE = (-(2**31), 2**31 - 1)
 
 
-#: A paced reply's wait (``_wait_until``) sleeps to this long (s) before the reply is due, then
-#: sleeps again to ``SPIN_US`` before it and spins the rest: on a loaded machine a long sleep
-#: ends tens of microseconds late (the CPU has gone idle deeply), a short one a few.
-WAKE_EARLY_S = 150e-6
-_SPIN_S = SPIN_US * 1e-6
+#: ``Waker``: the share of sleeps whose wake-up comes later than the lead it keeps (a quantile
+#: of the machine's wake-up lateness, tracked), the step (s) by which it tracks it, and its cap.
+WAKE_QUANTILE = 0.7
+WAKE_STEP_S = 1e-6
+WAKE_LEAD_MAX_S = 60e-6
 
 
-def _wait_until(due: float) -> None:
-    """Return at ``due`` (perf_counter s), a microsecond or so after it (``WAKE_EARLY_S``)."""
-    clock = time.perf_counter
-    wait = due - clock()
-    if wait > WAKE_EARLY_S + _SPIN_S:
-        time.sleep(wait - WAKE_EARLY_S)
-        wait = due - clock()
-    if wait > _SPIN_S:
-        time.sleep(wait - _SPIN_S)
-    while clock() < due:
-        pass
+class Waker:
+    """Waits for a paced reply's time: one sleep that ends ``lead_s`` ahead of it, then the
+    rest (if the wake-up came early) on the clock. ``lead_s`` tracks the quantile of the
+    wake-up lateness below which ``1 - WAKE_QUANTILE`` of wake-ups fall (a stochastic quantile
+    estimate: each wake-up moves it by ``WAKE_STEP_S``), so that most replies wake up on time or
+    a little late and are written at once, and the few that wake early wait a few microseconds
+    on the clock; a
+    machine that wakes its threads at once (lateness 0) keeps ``lead_s`` at 0 and never waits on
+    the clock. Never returns before ``due``."""
+
+    def __init__(self) -> None:
+        self.lead_s = 0.0
+
+    def wait_until(self, due: float) -> None:
+        """Return at ``due`` (perf_counter s) or just after it."""
+        clock = time.perf_counter
+        lead = self.lead_s
+        wait = due - clock() - lead
+        if wait > 0:
+            time.sleep(wait)
+            self.lead_s = tracked_lead(lead, clock() - (due - lead))
+        while clock() < due:
+            pass
 
 
-def _goal_drive(s: EmulatedServo, q_goal: float) -> Drive:
-    """The drive of servo ``s`` holding a position (``goal_fields``, set by ``_update_drive``)
-    with a new goal ``q_goal`` rad: ``Drive`` is frozen, so it is filled directly, as
-    ``Drive(...)`` would be, without its constructor (the cycle's fast path)."""
-    drive = object.__new__(Drive)
-    drive.__dict__.update(s.goal_fields, q_goal=q_goal)
-    return drive
+def tracked_lead(lead_s: float, late_s: float) -> float:
+    """``Waker.lead_s`` after a wake-up ``late_s`` s after the sleep's end: up by
+    ``(1 - WAKE_QUANTILE) * WAKE_STEP_S`` if the wake-up came after the reply's time, down by
+    ``WAKE_QUANTILE * WAKE_STEP_S`` if before (so that at equilibrium ``WAKE_QUANTILE`` of
+    wake-ups come after it), within ``[0, WAKE_LEAD_MAX_S]``."""
+    q = WAKE_QUANTILE
+    lead_s += WAKE_STEP_S * (1.0 - q) if late_s > lead_s else -WAKE_STEP_S * q
+    return min(max(lead_s, 0.0), WAKE_LEAD_MAX_S)
 
 
 def _rounded(value: float, bounds: tuple[int, int]) -> int:
@@ -237,8 +259,11 @@ class ServoChainEmulator:
         faults: FaultInjector | None = None,
         fast_read: bool = True,
         wire_baud: int | None = None,
+        quiet: QuietWindow | None = None,
     ) -> None:
         self.source, self.map, self.clock = source, joint_map, clock
+        #: Told when each paced reply is due, so that the stack's other threads keep clear of it.
+        self.quiet = quiet
         self.fast_read = fast_read
         self._faults = faults
         models = model_numbers or [XTable.MODEL_NUMBER.default] * joint_map.n
@@ -293,6 +318,7 @@ class ServoChainEmulator:
         #: as a pty has no wire time).
         self.wire_baud = wire_baud
         self._wire_free = 0.0  # perf_counter s when the modelled wire is next free
+        self._waker = Waker()
         #: A deque to record the timeline of each wire-timed instruction into (None: off):
         #: ``(received, handled, due, written, reply bytes, handling CPU, pacing CPU)``, times in
         #: perf_counter s, CPU in s of this thread (from the read of the bytes to the reply's
@@ -443,10 +469,7 @@ class ServoChainEmulator:
                 return False
             if flags & 1:
                 self.instructions += 1
-                goals = []
-                for j, (s, q_goal) in enumerate(zip(self._by_joint, self._q_goals.tolist())):
-                    goals.append((j, _goal_drive(s, q_goal)))
-                self.source.set_goals(goals)
+                self.source.set_goal_positions(self._q_goals)  # every servo holds (flags)
             if flags & 2:
                 self.instructions += 1
                 replies = self._present_reply_compiled()
@@ -477,7 +500,8 @@ class ServoChainEmulator:
         if not self.wire_baud:
             self._send(replies)
             return
-        timed = self.timeline is not None
+        timeline = self.timeline  # read once: another thread may hand it over meanwhile
+        timed = timeline is not None
         handled, cpu = (time.perf_counter(), time.thread_time()) if timed else (0.0, 0.0)
         due, written = self._send_paced(received, n_bytes, replies)
         if timed:
@@ -485,7 +509,7 @@ class ServoChainEmulator:
             done = time.thread_time()
             handling, pacing = cpu - self._cpu_mark, done - cpu
             self._cpu_mark = done
-            self.timeline.append((received, handled, due, written, n_reply, handling, pacing))
+            timeline.append((received, handled, due, written, n_reply, handling, pacing))
 
     def _send(self, replies: list[tuple[EmulatedServo, bytes]]) -> None:
         """Each reply (wire bytes) leaves after its servo's return delay (and any injected delay);
@@ -514,10 +538,13 @@ class ServoChainEmulator:
         last reply was due and when it was written (perf_counter s)."""
         byte_s = 10.0 / self.wire_baud
         due = max(self._wire_free, received) + n_bytes * byte_s
+        quiet = self.quiet
         for servo, raw in replies:
             delay = self.reply_delay_s + servo.table[_RETURN_DELAY] * Units.RETURN_DELAY_S
             due += delay + len(raw) * byte_s
-            _wait_until(due)
+            if quiet is not None:
+                quiet.reply_due(due)
+            self._waker.wait_until(due)
             self.port.write(raw)
         self._wire_free = due
         return due, time.perf_counter()
@@ -712,7 +739,7 @@ class ServoChainEmulator:
         if write:
             address = XTable.GOAL_POSITION.address
             s.table[address : address + 4] = value.to_bytes(4, "little", signed=True)
-        return j, _goal_drive(s, direction * (float(value) - zero) / tpr)
+        return j, drive_with_goal(s.goal_fields, direction * (float(value) - zero) / tpr)
 
     def _rekey(self, old: int, s: EmulatedServo) -> None:
         """An ID write: the servo answers to its new id (its joint stays the same)."""

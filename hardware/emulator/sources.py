@@ -56,6 +56,15 @@ class Drive:
 LIMP = Drive()
 
 
+def drive_with_goal(fields: dict, q_goal: float) -> Drive:
+    """``Drive(**fields)`` with ``q_goal`` rad, filled directly (``Drive`` is frozen and has no
+    checks to run, so without its constructor): what a new Goal Position makes of a holding
+    servo's drive (``fields``: that drive's ``__dict__``). The cycle's fast paths use it."""
+    out = object.__new__(Drive)
+    out.__dict__.update(fields, q_goal=q_goal)
+    return out
+
+
 class PhysicsSource(abc.ABC):
     """Joint physics and sensor samples for the emulators (module doc). Thread safe: every method
     takes ``lock``; ``changed`` is notified after each advance that brought a sensor sample,
@@ -69,7 +78,10 @@ class PhysicsSource(abc.ABC):
         self.ft_changed = threading.Condition(self.lock)  # a new F/T sample
         self.imu_changed = threading.Condition(self.lock)  # a new IMU sample
         self.t_us = 0
-        self._drives = [LIMP] * self.n_joints
+        self._drive_list = [LIMP] * self.n_joints
+        #: (n,) rad: the goals of the last ``set_goal_positions`` not yet in ``_drive_list``
+        #: (None: none pending); ``_drives`` folds them in when the drives are asked for.
+        self._pending_q: np.ndarray | None = None
         self._ft: collections.deque[WrenchSample] = collections.deque(maxlen=_HISTORY)
         self._imu: collections.deque[ImuSample] = collections.deque(maxlen=_HISTORY)
 
@@ -118,9 +130,29 @@ class PhysicsSource(abc.ABC):
     def _imu_count(self) -> int:
         return self._imu[-1].t_us if self._imu else -1
 
+    @property
+    def _drives(self) -> list[Drive]:
+        """Every joint's ``Drive`` (joint order), the pending goals of ``set_goal_positions``
+        folded in (call it with ``lock`` held)."""
+        q = self._pending_q
+        if q is not None:
+            self._pending_q = None
+            self._drive_list = [
+                drive_with_goal(d.__dict__, g)
+                for d, g in zip(self._drive_list, q.tolist(), strict=True)
+            ]
+        return self._drive_list
+
     def set_drive(self, joint: int, drive: Drive) -> None:
         with self.lock:
             self._drives[joint] = drive
+
+    def set_goal_positions(self, q_goal: np.ndarray) -> None:
+        """A cycle's new goals ``q_goal`` (n,) rad, joint order, for joints that all hold a
+        position (a PD drive each, which keeps all but its goal): taken in one copy, the
+        joints' ``Drive`` objects built only when they are asked for (``drive``)."""
+        with self.lock:
+            self._pending_q = np.array(q_goal, float)
 
     def set_goal(self, joint: int, drive: Drive) -> None:
         """``set_drive`` for a ``drive`` that differs from the joint's current one in ``q_goal``
@@ -134,7 +166,8 @@ class PhysicsSource(abc.ABC):
                 self.set_goal(joint, drive)
 
     def drive(self, joint: int) -> Drive:
-        return self._drives[joint]
+        with self.lock:
+            return self._drives[joint]
 
     def ft_samples_after(self, t_us: int) -> list[WrenchSample]:
         """F/T samples newer than ``t_us``, oldest first."""
@@ -267,6 +300,15 @@ class IdealSource(PhysicsSource):
                 drives[joint] = drive
                 if arrays is not None:
                     arrays.q_goal[joint] = drive.q_goal
+
+    def set_goal_positions(self, q_goal: np.ndarray) -> None:
+        with self.lock:
+            arrays = self._arrays
+            if arrays is None:
+                self._pending_q = np.array(q_goal, float)
+            else:  # the arrays' goal row is the one copy, and the pending goals
+                arrays.q_goal[:] = q_goal
+                self._pending_q = arrays.q_goal
 
     def joint_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with self.lock:
@@ -432,10 +474,13 @@ class RobotSource(PhysicsSource):
 
 class RealTimeRunner:
     """Advances a source to ``clock.now_us()`` every ``tick_s`` in a background thread (the servo
-    emulator also advances it before every read, so joint readings are never older than that)."""
+    emulator also advances it before every read, so joint readings are never older than that).
+    ``quiet``: a ``QuietWindow`` whose windows a tick waits out (the servo chain's paced
+    replies)."""
 
-    def __init__(self, source: PhysicsSource, clock, tick_s: float = 0.002) -> None:
+    def __init__(self, source: PhysicsSource, clock, tick_s: float = 0.002, *, quiet=None) -> None:
         self.source, self.clock, self.tick_s = source, clock, tick_s
+        self.quiet = quiet
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="emu-physics", daemon=True)
         self._thread.start()
@@ -443,15 +488,18 @@ class RealTimeRunner:
     def _run(self) -> None:
         # a plain sleep (not ``Event.wait``, whose timed wait runs a page of Python every tick):
         # ``close`` waits for the tick in progress, a few milliseconds at most
-        stop, sleep, tick, source, clock = (
+        stop, sleep, tick, source, clock, quiet = (
             self._stop,
             time.sleep,
             self.tick_s,
             self.source,
             self.clock,
+            self.quiet,
         )
         while not stop.is_set():
             sleep(tick)
+            if quiet is not None:
+                quiet.defer()
             if not stop.is_set():
                 source.advance_to(clock.now_us())
 

@@ -20,6 +20,7 @@ from twin.hardware.clock import ManualClock, MonotonicClock
 from twin.hardware.config import HardwareConfig
 from twin.hardware.emulator.bota import BotaEmulator
 from twin.hardware.emulator.faults import FaultInjector, dynamixel_status_frames
+from twin.hardware.emulator.quiet import QuietWindow
 from twin.hardware.emulator.servo_chain import ServoChainEmulator
 from twin.hardware.emulator.sources import PhysicsSource, RealTimeRunner
 from twin.hardware.emulator.witmotion import WitmotionEmulator
@@ -55,8 +56,14 @@ class EmulatorStack:
             name: FaultInjector(seed + k, split=splitters.get(name))
             for k, name in enumerate((BUS, FT, IMU))
         }
+        wire_timed = self._wire_timed()
+        #: The servo chain's paced replies, which the physics and the streams keep clear of
+        #: (None in lock-step, where nothing is paced).
+        self.quiet = None if isinstance(self.clock, ManualClock) else QuietWindow()
         self.runner = (
-            None if isinstance(self.clock, ManualClock) else RealTimeRunner(source, self.clock)
+            None
+            if isinstance(self.clock, ManualClock)
+            else RealTimeRunner(source, self.clock, quiet=self.quiet)
         )
         self.servos: ServoChainEmulator | None = None
         self.ft: BotaEmulator | None = None
@@ -69,7 +76,8 @@ class EmulatorStack:
                 model_numbers=[j.model_number for j in config.joints],
                 link_dir=self.link_dir,
                 faults=self.faults[BUS],
-                wire_baud=config.bus.baudrate if self._wire_timed() else None,
+                wire_baud=config.bus.baudrate if wire_timed else None,
+                quiet=self.quiet,
             )
             if config.ft.enabled:
                 self.ft = BotaEmulator(
@@ -77,6 +85,7 @@ class EmulatorStack:
                     link_dir=self.link_dir,
                     faults=self.faults[FT],
                     boot_delay_s=boot_delay_s,
+                    quiet=self.quiet,
                 )
             if config.imu.enabled:
                 self.imu = WitmotionEmulator(
@@ -84,6 +93,7 @@ class EmulatorStack:
                     link_dir=self.link_dir,
                     faults=self.faults[IMU],
                     baudrate=config.imu.baudrate,
+                    quiet=self.quiet,
                 )
         except Exception:
             self.close()

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
+from twin.hardware.emulator.quiet import QuietWindow
 from twin.hardware.emulator.sources import PhysicsSource
 from twin.hardware.protocols import witmotion as wit
 
@@ -49,8 +50,10 @@ class WitmotionEmulator:
         link_dir: Path | None = None,
         faults: FaultInjector | None = None,
         baudrate: int = 115200,
+        quiet: QuietWindow | None = None,
     ) -> None:
         self.source = source
+        self.quiet = quiet  # whose windows the stream waits out before it encodes
         baud_code = {b: c for c, b in wit.BAUD_CODES.items()}[baudrate]
         self.factory = {
             wit.Reg.RSW: wit.RSW_DEFAULT,
@@ -188,6 +191,8 @@ class WitmotionEmulator:
                         self._single, self._period_us = False, 0.0
                         break
                     self._next_t += self._period_us
+            if due and self.quiet is not None:
+                self.quiet.defer()
             for t, sample in due:  # encoded outside the lock, which the servo chain waits on
                 try:
                     g = self._group(t, sample, types)
