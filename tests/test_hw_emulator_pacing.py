@@ -17,6 +17,7 @@ import pytest
 import serial
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_hw_emulator_cycle import _chain
 from twin.hardware.clock import ManualClock
 from twin.hardware.config import load_config
 from twin.hardware.emulator import BotaEmulator, FaultInjector, IdealSource, PtyPort
@@ -34,8 +35,6 @@ from twin.hardware.emulator.testing import random_drive, wait_until
 from twin.hardware.protocols import bota
 from twin.hardware.protocols.dynamixel_cycle import GoalWriter
 from twin.hardware.protocols.dynamixel_table import XTable
-
-from tests.test_hw_emulator_cycle import _chain
 
 _PR_GET_TIMERSLACK = 30
 
