@@ -118,20 +118,21 @@ def test_pocket_plans_are_valid_exactly_and_replay(ur5):
 
 
 def test_bridges_join_a_large_part_to_the_largest_by_free_edges():
-    planner = Planner(PlannerSettings(seed=0))  # our arm, no obstacles: every part joinable
+    # our arm, no obstacles: every part joinable
+    planner = Planner(PlannerSettings(seed=0, roadmap_nodes=300))
     chk = planner.checker
-    q = planner.prepare_roadmap().nodes[:300]
+    q = planner.prepare_roadmap().nodes
     a, b = rm._knn_edges(q, rm.NEIGHBOURS)
     # two parts cut apart: edges only within the first 200 and within the last 100 nodes
     within = (a < 200) == (b < 200)
     a, b = a[within], b[within]
     a, b = a[chk.segments_free(q[a], q[b])], b[chk.segments_free(q[a], q[b])]
     assert len(np.unique(rm._components(len(q), a, b)[[0, 299]])) == 2
-    nodes, a2, b2 = rm._bridged(chk, np.random.default_rng(0), q, a, b, 0.6)
+    nodes, a2, b2 = rm.run_steps(rm._bridged(chk, np.random.default_rng(0), q, a, b, 0.6))
     assert np.array_equal(nodes[: len(q)], q) and len(nodes) - len(q) <= rm.BRIDGE_NODES
     assert np.array_equal(a2[: len(a)], a) and np.array_equal(b2[: len(b)], b)
     assert np.all(a2 <= b2) and chk.segments_free(nodes[a2], nodes[b2]).all()
     part = rm._components(len(nodes), a2, b2)
     assert part[0] == part[299]  # the two parts joined
-    again = rm._bridged(chk, np.random.default_rng(0), q, a, b, 0.6)
+    again = rm.run_steps(rm._bridged(chk, np.random.default_rng(0), q, a, b, 0.6))
     assert all(np.array_equal(x, y) for x, y in zip(again, (nodes, a2, b2)))
