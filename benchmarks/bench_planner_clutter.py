@@ -269,20 +269,27 @@ def separated(planner: Planner, start: np.ndarray, goal: np.ndarray, q1_steps: i
     return bool(blocked.all(axis=1).any())
 
 
-def make_queries(
-    planner: Planner, exact: ExactChecker, rng: np.random.Generator, count: int
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``count`` (start, goal) pairs (n,) rad: both free (model and exact), segment blocked, not
-    ``separated`` (infeasible)."""
-    model, out = planner.model, []
-    while len(out) < count:
+def draw_pair(
+    planner: Planner, exact: ExactChecker, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """The next (start, goal) pair (n,) rad drawn uniformly in the joint limits: both free
+    (model and exact), their segment blocked, not ``separated`` (a cheap filter of pairs no
+    path joins, each of which would cost the certifier its whole search)."""
+    model = planner.model
+    while True:
         q = rng.uniform(model.lower, model.upper, size=(2, model.n_joints))
         if not planner.configurations_free(q).all() or exact.colliding_many(q).any():
             continue
         if planner.checker.segment_free(q[0], q[1]) or separated(planner, q[0], q[1]):
             continue
-        out.append((q[0], q[1]))
-    return out
+        return q[0], q[1]
+
+
+def make_queries(
+    planner: Planner, exact: ExactChecker, rng: np.random.Generator, count: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``count`` pairs of ``draw_pair`` (not certified: ``make_planner_clutter_queries``)."""
+    return [draw_pair(planner, exact, rng) for _ in range(count)]
 
 
 def _sphere_obstacles(planner: Planner, count: int, rng: np.random.Generator) -> list[Obstacle]:
@@ -352,7 +359,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a run of a few seconds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--arm", choices=list(ARMS), default=next(iter(ARMS)))
+    parser.add_argument(
+        "--certify",
+        action="store_true",
+        help="draw and certify the queries in this run (minutes) instead of reading the stored "
+        "set (assets/planning/clutter_queries_<arm>.json)",
+    )
     args = parser.parse_args()
+    # the script that certifies and stores the queries imports this module's problem
+    from twin.benchmarks import make_planner_clutter_queries as certified
 
     model, settings = ARMS[args.arm]()
     t0 = time.perf_counter()
@@ -364,7 +379,16 @@ def main() -> None:
     with ExactChecker(
         model.urdf_path, scene, disabled_pairs=model.disabled_collision_pairs
     ) as exact:
-        queries = make_queries(planner, exact, rng, QUICK_QUERIES if args.quick else QUERIES)
+        count = QUICK_QUERIES if args.quick else QUERIES
+        if args.certify:
+            stored = certified.certify(planner, exact, rng, count)
+        else:
+            try:
+                stored = certified.load(args.arm, args.seed, planner, scene, count)
+            except certified.StaleQueries as e:
+                raise SystemExit(f"bench_planner_clutter: {e}") from None
+        queries = certified.pairs(stored)
+        replaced = sum(q["replaced_before"] for q in stored)
         t0 = time.perf_counter()
         roadmap = planner.prepare_roadmap()  # once per obstacle set, before the timed queries
         roadmap_s = time.perf_counter() - t0
@@ -376,7 +400,8 @@ def main() -> None:
     cpu_med, cpu_p95 = _ms(r["cpu"], 50), _ms(r["cpu"], 95)
     print_table(
         f"{args.arm}: {OBSTACLES} sphere obstacles around the shoulder, {n} blocked-segment "
-        f"queries, motion_margin={settings.motion_margin} m (planner built in {construct_s:.2f} s; "
+        f"queries (certified feasible; {replaced} drawn pairs without a certificate replaced), "
+        f"motion_margin={settings.motion_margin} m (planner built in {construct_s:.2f} s; "
         f"roadmap of {roadmap_nodes} nodes over the obstacles built in {roadmap_s:.2f} s, once, "
         "before the timed queries)",
         [
@@ -446,6 +471,7 @@ def main() -> None:
         {
             "arm": args.arm,
             "queries": n,
+            "replaced_queries": replaced,
             "solved": solved,
             "success": solved / n,
             "invalid_paths": r["colliding"],

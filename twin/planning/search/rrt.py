@@ -9,6 +9,8 @@ the rest uniformly in the limits. Randomness comes only from the generator passe
 replays exactly.
 A tree may start from further roots (``seeds``: the roadmap parts a query's ends joined,
 ``search.goals``); the path then runs between the roots its branches reach.
+Pocket sampling: when only one tree has seeds, half of the samples are drawn in a box around
+the other (unseeded) end instead (``POCKET_SHARE``, ``POCKET_HALF_WIDTH``).
 With the compiled checks (``CollisionChecker.compiled``) the whole loop runs compiled
 (``collision._compiled.rrt_chunk``) in chunks of ``CHUNK_ITERATIONS`` iterations, the deadline
 looked at between chunks: the same steps without numpy's per-call cost, which was most of a
@@ -54,6 +56,14 @@ CHUNK_ITERATIONS = 16
 #: 5 above 3,000 (shares 0.1-0.3 at 0.45-1.0 rad: 109-110 solved, 8-15 above 3,000).
 ROOT_SHARE = 0.2
 ROOT_SIGMA = 1.0
+#: A pocket end: when only one tree has ``seeds`` (the roadmap reached one end; the other end
+#: sits in a pocket it does not reach), this share of the samples is drawn uniformly in a box of
+#: +-``POCKET_HALF_WIDTH`` rad per joint around the unseeded end (clipped to the limits), the
+#: rest uniformly in the limits (no root samples): the seeded tree already spans the roadmap's
+#: part, and it is the pocket end's tree that must find the way out (``Pocket sampling`` in the
+#: module doc).
+POCKET_SHARE = 0.5
+POCKET_HALF_WIDTH = 1.5
 
 
 class _Tree:
@@ -112,6 +122,14 @@ class _Query:
     batch: int
     deadline: float | None
     seeds: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+
+    @property
+    def pocket(self) -> np.ndarray | None:
+        """The unseeded end (n,) rad when exactly one tree has seeds, else None."""
+        seeded = [s is not None and len(s) > 0 for s in self.seeds]
+        if seeded[0] == seeded[1]:
+            return None
+        return self.goal if seeded[0] else self.start
 
     def past_deadline(self) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline
@@ -250,10 +268,19 @@ def _rrt_compiled(query: _Query) -> Generator[None, None, RrtResult]:
 
 def _samples(query: _Query, k: int) -> np.ndarray:
     """Samples (k, batch, n) rad of ``k`` iterations: uniform in the limits, ``ROOT_SHARE`` of
-    them around the start or the goal instead (``ROOT_SIGMA``)."""
+    them around the start or the goal instead (``ROOT_SIGMA``); with a pocket end
+    (``_Query.pocket``), ``POCKET_SHARE`` of them in the box around it instead."""
     rng, lower, upper = query.rng, query.checker.lower, query.checker.upper
     shape = (k, query.batch, len(query.start))
     out = rng.uniform(lower, upper, size=shape)
+    pocket = query.pocket if POCKET_SHARE > 0.0 else None
+    if pocket is not None:
+        near = np.flatnonzero(rng.random(shape[:2]) < POCKET_SHARE)
+        if len(near):
+            lo = np.maximum(lower, pocket - POCKET_HALF_WIDTH)
+            hi = np.minimum(upper, pocket + POCKET_HALF_WIDTH)
+            out.reshape(-1, shape[2])[near] = rng.uniform(lo, hi, size=(len(near), shape[2]))
+        return out
     u = rng.random(shape[:2])  # below ROOT_SHARE / 2: the start; below ROOT_SHARE: the goal
     near = np.flatnonzero(u < ROOT_SHARE)
     if len(near):
