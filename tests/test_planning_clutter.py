@@ -208,7 +208,6 @@ def test_root_samples_are_a_fifth_near_the_roots_and_inside_the_limits():
         batch=4,
         start=start,
         goal=goal,
-        pocket=None,
     )
     x = rrt._samples(query, 5000).reshape(-1, 6)
     assert np.all((x >= lower) & (x <= upper))
@@ -219,27 +218,3 @@ def test_root_samples_are_a_fifth_near_the_roots_and_inside_the_limits():
         SimpleNamespace(**{**vars(query), "rng": np.random.default_rng(0)}), 5000
     ).reshape(-1, 6)
     np.testing.assert_array_equal(x, again)
-
-
-def test_with_one_tree_seeded_half_the_samples_fall_in_the_box_around_the_pocket_end():
-    lower, upper = np.full(6, -2 * np.pi), np.full(6, 2 * np.pi)
-    start, goal = np.zeros(6), np.full(6, 6.0)  # the goal's box clipped by the upper limits
-    chk = SimpleNamespace(lower=lower, upper=upper)
-    seeded = (np.ones((3, 6)), None)  # the start joined the roadmap; the goal sits in a pocket
-
-    def samples(seeds, seed=0):
-        query = rrt._Query(chk, start, goal, np.random.default_rng(seed), 0.6, 1, 4, None, seeds)
-        return rrt._samples(query, 5000).reshape(-1, 6)
-
-    x = samples(seeded)
-    assert np.all((x >= lower) & (x <= upper))
-    w = rrt.POCKET_HALF_WIDTH
-    in_box = np.all((x >= goal - w) & (x <= np.minimum(goal + w, upper)), axis=1)
-    # half drawn in the box, plus the uniform samples that fall there by chance
-    chance = np.prod((np.minimum(goal + w, upper) - (goal - w)) / (upper - lower))
-    assert 0.48 < in_box.mean() - 0.5 * chance < 0.52
-    np.testing.assert_array_equal(x, samples(seeded))  # from the query's generator only
-    other = samples((None, np.ones((3, 6))))  # the start in the pocket
-    assert 0.48 < np.all(np.abs(other - start) <= w, axis=1).mean() < 0.53
-    both = samples((np.ones((3, 6)), np.ones((3, 6))))  # both seeded: root samples as before
-    assert np.all(np.abs(both - start) <= w, axis=1).mean() < 0.2
