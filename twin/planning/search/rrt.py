@@ -57,8 +57,8 @@ ROOT_SIGMA = 1.0
 #: Tried and not kept (issue 19): when only one tree has ``seeds`` (the other end in a pocket the
 #: roadmap does not reach), half of the samples uniform in a box of +-1.5 rad around that end,
 #: the rest uniform. On the certified clutter queries it changed 3 of 100 searches per arm
-#: (UR5: iterations 921 -> 263, checks +8 %, times unchanged; xArm6: 1,630 -> 786 iterations, checks +0.3 %)
-#: but the hardest xArm6 query (76, its goal in a pocket) went from 23,382 iterations to
+#: (UR5: iterations 921 -> 263, checks +8 %, times unchanged; xArm6: 1,630 -> 786 iterations,
+#: checks -16 %), but the hardest xArm6 query (76, its goal in a pocket) went from 23,382 iterations to
 #: unsolved at 64,800 (the 10 s limit): the seeded tree extends towards the box's samples too.
 
 
