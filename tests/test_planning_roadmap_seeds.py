@@ -19,12 +19,16 @@ from twin.planning.search import rrt
 
 @pytest.fixture(scope="module")
 def ur5():
-    """The UR5 clutter planner of ``bench_planner_clutter`` (seed 0), its scene and roadmap."""
+    """The UR5 clutter planner of ``bench_planner_clutter`` (seed 0), its scene and roadmap,
+    built in slices of 50 ms (``prepare_roadmap(time_limit_s=...)``, as queries build it)."""
     model, settings = load_ur5_spherized()
     planner = Planner(settings, model=model)
     scene = clutter_scene(planner.checker.robot.origin_1(), np.random.default_rng([0, 19]))
     planner.set_obstacles(obstacles_from_scene(scene))
-    return planner, scene, planner.prepare_roadmap()
+    roadmap = None
+    while roadmap is None:
+        roadmap = planner.prepare_roadmap(time_limit_s=0.05)
+    return planner, scene, roadmap
 
 
 def _largest_share(roadmap: rm.Roadmap) -> float:
@@ -43,9 +47,12 @@ def test_a_poorly_connected_roadmap_grows_to_twice_its_nodes(ur5):
     assert _largest_share(roadmap) >= rm.GROW_SHARE
     # what the growth is for: the first 1,000 nodes alone keep a smaller largest part
     rng = np.random.default_rng([planner.settings.seed, ROADMAP_STREAM])
-    again = rm.Roadmap.build(planner.checker, rng, asked)
+    again = rm.Roadmap.build(planner.checker, rng, asked)  # in one go; the fixture's in slices
     assert np.array_equal(again.nodes, roadmap.nodes)  # the same planner state, the same map
     assert again.adjacency == roadmap.adjacency
+    assert np.array_equal(again._dist, roadmap._dist)
+    assert np.array_equal(again._pred, roadmap._pred)
+    assert planner.roadmap_progress()[0] > 20  # the steps of a build spread over slices
     small = rm.Roadmap(roadmap.nodes[:asked], *_edges_within(roadmap, asked), 0.0)
     assert _largest_share(small) < rm.GROW_SHARE
 
