@@ -139,6 +139,19 @@ CPU p95 196 -> 43 ms; then a quieter machine: 100/100, median 7.1 ms, p95 23.0 m
 (roadmap 1.5 s). Of the 100 queries' time (cProfile): blend radii 26 %, smoothing of search
 paths 20 %, the roadmap path's shortcuts 15 %, RRT-Connect 12 %, joining the roadmap 9 %.
 
+Certified queries (issue 19): the xArm6 solved 89 of 100 drawn queries because several were
+infeasible (an end in a pocket no path reaches). The queries are now read from
+``assets/planning/clutter_queries_<arm>.json``: pairs drawn as before (``draw_pair``), each
+certified by an independent, longer search whose path PyBullet confirmed free densely, a pair
+without a certificate replaced by the next drawn one (``make_planner_clutter_queries``, which a
+maintainer re-runs; the bench refuses a file made for other parameters, or certifies in-process
+with ``--certify``). The xArm6's set replaced 11 of 111 drawn pairs, the UR5's none. Measured
+on them (full runs, load 1.2-1.9): the UR5 100/100, 0 invalid, median 4.6-5.8 ms, p95
+14.5-20.4 ms, p99 27-32 ms; the xArm6 99/100, 0 invalid, median 2.1-2.3 ms, p95 5.5-6.5 ms: its
+query 76 (the goal in a pocket that none of its 64 nearest roadmap nodes sees) needs 23,382
+RRT-Connect iterations with the planner's seed 0 (3,921 and 7,328 with seeds 1 and 2), beyond
+the 20,000 of ``PlannerSettings.max_iterations``.
+
 Sphere obstacles' cost: ``set_obstacles`` time and the memory it allocates (tracemalloc peak and
 what stays allocated) against the number of sphere obstacles. Before, a sphere cost about 1 ms
 and 75 KB: each obstacle stored its own float32 patch of the distance field, a block of
