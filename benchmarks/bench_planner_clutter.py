@@ -143,10 +143,10 @@ Certified queries (issue 19): the xArm6 solved 89 of 100 drawn queries because s
 infeasible (an end in a pocket no path reaches). The queries are now read from
 ``assets/planning/clutter_queries_<arm>.json``: pairs drawn as before (``draw_pair``), each
 certified by an independent, longer search whose path PyBullet confirmed free densely, a pair
-without a certificate replaced by the next drawn one (``make_planner_clutter_queries``, which a
-maintainer re-runs; the bench refuses a file made for other parameters, or certifies in-process
-with ``--certify``). The xArm6's set replaced 11 of 111 drawn pairs, the UR5's none. Measured
-on them (full runs, load 1.2-1.9): the UR5 100/100, 0 invalid, median 4.6-5.8 ms, p95
+without a certificate replaced by the next drawn one (``bench_planner_clutter_queries``;
+``make_planner_clutter_queries`` writes them and a maintainer re-runs it; the bench refuses a
+file made for other parameters, or certifies in-process with ``--certify``). The xArm6's set
+replaced 11 of 111 drawn pairs, the UR5's none. Measured on them (full runs, load 1.2-1.9): the UR5 100/100, 0 invalid, median 4.6-5.8 ms, p95
 14.5-20.4 ms, p99 27-32 ms; the xArm6 99/100, 0 invalid, median 2.1-2.3 ms, p95 5.5-6.5 ms: its
 query 76 (the goal in a pocket that none of its 64 nearest roadmap nodes sees) needs 23,382
 RRT-Connect iterations with the planner's seed 0 (3,921 and 7,328 with seeds 1 and 2), beyond
@@ -174,6 +174,7 @@ from pathlib import Path
 
 import numpy as np
 from twin.assets import arms
+from twin.benchmarks import bench_planner_clutter_queries as certified
 from twin.benchmarks._report import emit_json, print_table
 from twin.benchmarks.planner_exact import ExactChecker, time_and_verify
 
@@ -379,8 +380,6 @@ def main() -> None:
         "set (assets/planning/clutter_queries_<arm>.json)",
     )
     args = parser.parse_args()
-    # the script that certifies and stores the queries imports this module's problem
-    from twin.benchmarks import make_planner_clutter_queries as certified
 
     model, settings = ARMS[args.arm]()
     t0 = time.perf_counter()
@@ -394,7 +393,9 @@ def main() -> None:
     ) as exact:
         count = QUICK_QUERIES if args.quick else QUERIES
         if args.certify:
-            stored = certified.certify(planner, exact, rng, count)
+            stored = certified.certify(
+                planner, exact, lambda: draw_pair(planner, exact, rng), count
+            )
         else:
             try:
                 stored = certified.load(args.arm, args.seed, planner, scene, count)

@@ -98,7 +98,7 @@ def test_a_short_limit_defers_the_build_and_later_queries_finish_it(one_go):
     first = results[0]
     assert first.stats["roadmap_deferred"] == 1.0  # planned with RRT-Connect alone
     assert first.stats["roadmap_paths"] == 0.0
-    assert 0.0 < first.stats["roadmap_build_s"] <= LIMIT  # at most half, plus one step
+    assert 0.0 < first.stats["roadmap_build_s"] <= 0.5 * LIMIT + ALLOWANCE  # half, one step more
     steps = [r.stats["roadmap_steps"] for r in results if "roadmap_steps" in r.stats]
     assert steps == sorted(steps) and len(set(steps)) > 1  # the next queries resumed it
     done, finished = planner.roadmap_progress()

@@ -54,7 +54,7 @@ from twin.planning.requests import (
     Waypoint,
 )
 from twin.planning.search.goals import Deadline, SearchParameters, plan_to_goals
-from twin.planning.search.roadmap import Roadmap, RoadmapBuild
+from twin.planning.search.roadmap import Roadmap, RoadmapBuild, graph_library
 from twin.planning.settings import PlannerSettings
 from twin.planning.types import (
     CarriedObject,
@@ -123,6 +123,8 @@ class Planner:
         self._attachments: tuple[str, ...] = ()
         # the roadmap over the current obstacles and robot model, built in steps (``_advance``)
         self._build: RoadmapBuild | None = None
+        if s.roadmap_nodes:
+            graph_library()  # loaded now, not inside a query's time
         self._pinned_steps: int | None = None  # a replay's build progress (``pin_roadmap_steps``)
         try:
             self._cell: cells.Cell | None = cells.load_cell(s.cell_name)

@@ -424,6 +424,16 @@ def _build_steps(
     return Roadmap(q, a, b, table=table)
 
 
+def graph_library():
+    """``scipy.sparse.csr_matrix`` and ``scipy.sparse.csgraph.shortest_path``, imported on first
+    use: importing the planner does not load scipy (0.2-0.3 s, more on a loaded machine). A
+    ``Planner`` with a roadmap loads it when it is made, so that no query's build step pays it."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    return csr_matrix, shortest_path
+
+
 def _wants_table(n: int, edges: int) -> bool:
     """Whether a roadmap of ``n`` nodes and ``edges`` edges gets the shortest-path table."""
     return edges > 0 and n <= TABLE_NODES + BRIDGE_NODES
@@ -440,11 +450,7 @@ def _table_steps(
     """The shortest-path table (lengths (N, N) rad, predecessors (N, N)) between all nodes of
     the graph ``a``-``b`` (Dijkstra from every node, ``scipy.sparse.csgraph``), ``TABLE_CHUNK``
     source nodes a step (each row depends on its source only: the same table in any chunks)."""
-    # scipy on first use: importing the planner does not load it (about 1-2 s)
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import shortest_path
-
-    yield  # the import's own step, on first use
+    csr_matrix, shortest_path = graph_library()
     n = len(nodes)
     length = _lengths(nodes, a, b)
     graph = csr_matrix(
