@@ -129,7 +129,7 @@ def test_bridges_join_a_large_part_to_the_largest_by_free_edges():
     planner = Planner(PlannerSettings(seed=0, roadmap_nodes=300))
     chk = planner.checker
     q = planner.prepare_roadmap().nodes
-    a, b = rm._knn_edges(q, rm.NEIGHBOURS)
+    a, b = rm.run_steps(rm._knn_edges(q, rm.NEIGHBOURS))
     # two parts cut apart: edges only within the first 200 and within the last 100 nodes
     within = (a < 200) == (b < 200)
     a, b = a[within], b[within]
