@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from twin.planning import (
     InitialState,
     Obstacle,
     PathRequest,
+    PathResult,
     Planner,
     PlannerSettings,
     PlanningInputError,
@@ -22,9 +24,17 @@ from twin.planning import (
     ToolBoxElement,
     TransformedBox,
 )
-from twin.planning.api_log import RecordingPlanner, decode, encode, package_api_log
+from twin.planning.api_log import (
+    RecordingPlanner,
+    decode,
+    encode,
+    encode_result,
+    package_api_log,
+)
 from twin.planning.collision.scene_obstacles import obstacles_from_scene
 from twin.planning.replay import replay
+
+QUERIES = Path(__file__).resolve().parent.parent / "assets" / "planning"
 
 
 def _translation(x, y, z):
@@ -135,3 +145,38 @@ def test_codec_round_trips_the_value_types():
         text = json.dumps(encode(value))
         again = decode(json.loads(text))
         assert json.dumps(encode(again)) == text
+
+
+def test_a_result_records_how_far_the_roadmap_build_got_and_replay_pins_it():
+    tcp = Tcp(np.eye(4))
+    stats = {"roadmap_steps": 7.0, "roadmap_deferred": 1.0, "time_s": 0.01}
+    summary = encode_result(PathResult(None, 0, tcp, (), stats))
+    assert summary["roadmap_steps"] == 7 and summary["roadmap_deferred"] is True
+    done = encode_result(PathResult(None, 0, tcp, (), {"roadmap_steps": 9.0}))
+    assert done["roadmap_steps"] == 9 and done["roadmap_deferred"] is False
+    assert "roadmap_steps" not in encode_result(PathResult(None, 0, tcp, (), {}))
+
+    class Pinned:  # records what replay pins before each call
+        def __init__(self, planner):
+            self.planner, self.pins = planner, []
+
+        def __getattr__(self, name):
+            return getattr(self.planner, name)
+
+        def pin_roadmap_steps(self, steps):
+            self.pins.append(steps)
+            self.planner.pin_roadmap_steps(steps)
+
+    recorder = RecordingPlanner(Planner(PlannerSettings(roadmap_nodes=200)))
+    recorder.set_obstacles(obstacles_from_scene("shelf"))
+    q0 = np.array(recorder.model.home_q)
+    recorder.path(InitialState(q0), PathRequest([q0 + [0.3, 0, 0, 0, 0, 0]]))  # straight
+    stored = json.loads((QUERIES / "queries_shelf.json").read_text(encoding="utf-8"))
+    hard = next(q for q in stored["queries"] if not q["direct"])  # a blocked straight segment
+    recorder.path(InitialState(np.array(hard["start"])), PathRequest([np.array(hard["goal"])]))
+    steps = [(c["result"] or {}).get("roadmap_steps") for c in recorder.calls]
+    assert steps[:2] == [None, None] and steps[2] > 0
+    pinned = Pinned(Planner(PlannerSettings(roadmap_nodes=200)))
+    report = replay(recorder.log(), planner=pinned)
+    assert report, report.differences
+    assert pinned.pins == steps  # None for set_obstacles and for a query without the roadmap

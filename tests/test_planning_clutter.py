@@ -171,9 +171,16 @@ def test_samples_around_the_roots_take_a_search_out_of_a_pocket(monkeypatch):
     assert all(iterations(seed, 3000) is None for seed in range(4))
 
 
+#: Drawn queries of ``test_raw_search_paths_are_free_edge_by_edge_and_replay`` whose raw paths
+#: are also verified in PyBullet's exact geometry (with the pocket query's): the dense exact
+#: check of a raw path (tens of 0.6 rad edges) costs seconds, most of that test's time.
+EXACT_RAW = (3,)
+
+
 def test_raw_search_paths_are_free_edge_by_edge_and_replay():
     """The compiled search's raw paths (before smoothing), out of a pocket and on drawn queries,
-    are free edge by edge, in the certified check and in PyBullet's exact geometry, and replay."""
+    are free edge by edge in the certified check and replay; the pocket query's and
+    ``EXACT_RAW``'s also in PyBullet's exact geometry."""
     model, settings = load_ur5_spherized()
     ur5 = Planner(settings, model=model)
     rng = np.random.default_rng([0, 19])
@@ -192,7 +199,8 @@ def test_raw_search_paths_are_free_edge_by_edge_and_replay():
             assert r.path is not None
             assert np.array_equal(r.path[0], start) and np.array_equal(r.path[-1], goal)
             assert chk.segments_free(r.path[:-1], r.path[1:]).all()
-            assert not verify_path(exact, r.path, chk.travel)
+            if i == 0 or i in EXACT_RAW:
+                assert not verify_path(exact, r.path, chk.travel)
             again = rrt.rrt_connect(
                 chk, start, goal, np.random.default_rng(i), settings.rrt_step, 20000
             )

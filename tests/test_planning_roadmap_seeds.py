@@ -19,12 +19,16 @@ from twin.planning.search import rrt
 
 @pytest.fixture(scope="module")
 def ur5():
-    """The UR5 clutter planner of ``bench_planner_clutter`` (seed 0), its scene and roadmap."""
+    """The UR5 clutter planner of ``bench_planner_clutter`` (seed 0), its scene and roadmap,
+    built in slices of 50 ms (``prepare_roadmap(time_limit_s=...)``, as queries build it)."""
     model, settings = load_ur5_spherized()
     planner = Planner(settings, model=model)
     scene = clutter_scene(planner.checker.robot.origin_1(), np.random.default_rng([0, 19]))
     planner.set_obstacles(obstacles_from_scene(scene))
-    return planner, scene, planner.prepare_roadmap()
+    roadmap = None
+    while roadmap is None:
+        roadmap = planner.prepare_roadmap(time_limit_s=0.05)
+    return planner, scene, roadmap
 
 
 def _largest_share(roadmap: rm.Roadmap) -> float:
@@ -43,9 +47,12 @@ def test_a_poorly_connected_roadmap_grows_to_twice_its_nodes(ur5):
     assert _largest_share(roadmap) >= rm.GROW_SHARE
     # what the growth is for: the first 1,000 nodes alone keep a smaller largest part
     rng = np.random.default_rng([planner.settings.seed, ROADMAP_STREAM])
-    again = rm.Roadmap.build(planner.checker, rng, asked)
+    again = rm.Roadmap.build(planner.checker, rng, asked)  # in one go; the fixture's in slices
     assert np.array_equal(again.nodes, roadmap.nodes)  # the same planner state, the same map
     assert again.adjacency == roadmap.adjacency
+    assert np.array_equal(again._dist, roadmap._dist)
+    assert np.array_equal(again._pred, roadmap._pred)
+    assert planner.roadmap_progress()[0] > 20  # the steps of a build spread over slices
     small = rm.Roadmap(roadmap.nodes[:asked], *_edges_within(roadmap, asked), 0.0)
     assert _largest_share(small) < rm.GROW_SHARE
 
@@ -118,20 +125,21 @@ def test_pocket_plans_are_valid_exactly_and_replay(ur5):
 
 
 def test_bridges_join_a_large_part_to_the_largest_by_free_edges():
-    planner = Planner(PlannerSettings(seed=0))  # our arm, no obstacles: every part joinable
+    # our arm, no obstacles: every part joinable
+    planner = Planner(PlannerSettings(seed=0, roadmap_nodes=300))
     chk = planner.checker
-    q = planner.prepare_roadmap().nodes[:300]
-    a, b = rm._knn_edges(q, rm.NEIGHBOURS)
+    q = planner.prepare_roadmap().nodes
+    a, b = rm.run_steps(rm._knn_edges(q, rm.NEIGHBOURS))
     # two parts cut apart: edges only within the first 200 and within the last 100 nodes
     within = (a < 200) == (b < 200)
     a, b = a[within], b[within]
     a, b = a[chk.segments_free(q[a], q[b])], b[chk.segments_free(q[a], q[b])]
     assert len(np.unique(rm._components(len(q), a, b)[[0, 299]])) == 2
-    nodes, a2, b2 = rm._bridged(chk, np.random.default_rng(0), q, a, b, 0.6)
+    nodes, a2, b2 = rm.run_steps(rm._bridged(chk, np.random.default_rng(0), q, a, b, 0.6))
     assert np.array_equal(nodes[: len(q)], q) and len(nodes) - len(q) <= rm.BRIDGE_NODES
     assert np.array_equal(a2[: len(a)], a) and np.array_equal(b2[: len(b)], b)
     assert np.all(a2 <= b2) and chk.segments_free(nodes[a2], nodes[b2]).all()
     part = rm._components(len(nodes), a2, b2)
     assert part[0] == part[299]  # the two parts joined
-    again = rm._bridged(chk, np.random.default_rng(0), q, a, b, 0.6)
+    again = rm.run_steps(rm._bridged(chk, np.random.default_rng(0), q, a, b, 0.6))
     assert all(np.array_equal(x, y) for x, y in zip(again, (nodes, a2, b2)))

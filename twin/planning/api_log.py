@@ -24,6 +24,12 @@ logged with ``"deadline_hit": true`` and the RRT ``"iterations"`` it used, so a 
 faster or slower machine that finishes it, or stops it elsewhere, is reported as a difference
 (replay such a log with a larger limit to see the whole search).
 
+The roadmap build (``search.roadmap``) runs in steps inside queries, as much as each query's time
+allows, so how far it got depends on the clock: a query that looked at the roadmap is logged with
+``"roadmap_steps"`` (the build's steps done after it) and ``"roadmap_deferred"`` (the build was not
+done: the query planned with RRT-Connect alone); a replay takes the build to exactly those steps
+before the call (``Planner.pin_roadmap_steps``), so it reproduces the same paths on any machine.
+
 The default export directory is ``$TWIN_API_LOG_DIR``, else ``~/.local/share/twin/api_logs``.
 ``package_api_log`` writes ``<log stem>-resources.zip`` beside the log (the log itself is not
 included, as in the reference): the cell package of the planner's cell (``cells.package_cell``,
@@ -177,6 +183,9 @@ def encode_result(result: Any) -> Any:
         if result.stats.get("deadline_hit"):
             touch["deadline_hit"] = True
             touch["iterations"] = int(result.stats.get("iterations", 0))
+        if "roadmap_steps" in result.stats:  # how far the roadmap build got (module doc)
+            touch["roadmap_steps"] = int(result.stats["roadmap_steps"])
+            touch["roadmap_deferred"] = bool(result.stats.get("roadmap_deferred"))
         return {
             **touch,
             "__type__": "PathResult",

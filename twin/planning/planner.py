@@ -54,7 +54,7 @@ from twin.planning.requests import (
     Waypoint,
 )
 from twin.planning.search.goals import Deadline, SearchParameters, plan_to_goals
-from twin.planning.search.roadmap import Roadmap
+from twin.planning.search.roadmap import Roadmap, RoadmapBuild, graph_library
 from twin.planning.settings import PlannerSettings
 from twin.planning.types import (
     CarriedObject,
@@ -121,7 +121,11 @@ class Planner:
         self._carried: CarriedObject | None = None
         self._tool: ReplaceableTool | None = None
         self._attachments: tuple[str, ...] = ()
-        self._roadmap: Roadmap | None = None  # over the current obstacles and robot model
+        # the roadmap over the current obstacles and robot model, built in steps (``_advance``)
+        self._build: RoadmapBuild | None = None
+        if s.roadmap_nodes:
+            graph_library()  # loaded now, not inside a query's time
+        self._pinned_steps: int | None = None  # a replay's build progress (``pin_roadmap_steps``)
         try:
             self._cell: cells.Cell | None = cells.load_cell(s.cell_name)
         except cells.CellError:
@@ -207,13 +211,13 @@ class Planner:
 
     def _rebuild_field(self) -> None:
         self._field.rebuild([p for p in self._patches.values() if p is not None])
-        self._roadmap = None
+        self._build = None
         self._urdf_checker = None
 
     def _refresh_robot(self) -> None:
         """After the robot's collision model changed (tool, carried object, attachments)."""
         self._checker.refresh()
-        self._roadmap = None
+        self._build = None
         self._urdf_checker = None
 
     def _beyond(self, q: np.ndarray, lower: np.ndarray, upper: np.ndarray, what: str) -> str:
@@ -244,15 +248,42 @@ class Planner:
             return None, f"start: {soft}, and the move into them collides"
         return entry, ""
 
-    def prepare_roadmap(self) -> Roadmap | None:
-        """The roadmap over the current obstacles and collision model (``search.roadmap``),
-        built now if it is not yet (else the first query that needs a search builds it); None
-        when ``settings.roadmap_nodes`` is 0. The same planner state builds the same roadmap."""
+    def prepare_roadmap(self, time_limit_s: float | None = None) -> Roadmap | None:
+        """Build the roadmap over the current obstacles and collision model (``search.roadmap``)
+        ahead of the queries: to completion (``time_limit_s`` None), or for about that many
+        seconds (it resumes where it stopped, here or in the next query that needs it). The
+        roadmap once built, None while its build is not done or when ``settings.roadmap_nodes``
+        is 0. The same planner state builds the same roadmap, however its build was spread."""
+        if time_limit_s is not None:
+            time_limit_s = v.positive_scalar(time_limit_s, "time_limit_s")
+        until = None if time_limit_s is None else time.perf_counter() + time_limit_s
+        return self._advance_roadmap(until)
+
+    def roadmap_progress(self) -> tuple[int, bool]:
+        """(Steps of the roadmap build done, whether it is done) for the current obstacles and
+        collision model: (0, False) before any step and when there is no roadmap."""
+        b = self._build
+        return (0, False) if b is None else (b.steps, b.done)
+
+    def pin_roadmap_steps(self, steps: int | None) -> None:
+        """For a replay (``replay``): the next call that advances the roadmap build takes it to
+        exactly ``steps`` steps (fewer if it is done sooner), whatever the clock; None: unpin.
+        Cleared after that call."""
+        self._pinned_steps = None if steps is None else int(steps)
+
+    def _advance_roadmap(self, until: float | None) -> Roadmap | None:
+        """Advance the roadmap build until ``until`` (``time.perf_counter`` value; None: to the
+        end) or to the pinned steps of a replay; the roadmap when done, else None."""
         n = self.settings.roadmap_nodes
-        if n and self._roadmap is None:
+        if not n:
+            return None
+        if self._build is None:
             rng = np.random.default_rng([self.settings.seed, ROADMAP_STREAM])
-            self._roadmap = Roadmap.build(self._checker, rng, n, step=self.settings.rrt_step)
-        return self._roadmap
+            self._build = RoadmapBuild(self._checker, rng, n, step=self.settings.rrt_step)
+        pinned, self._pinned_steps = self._pinned_steps, None
+        if pinned is not None:
+            return self._build.advance(steps=pinned)
+        return self._build.advance(until)
 
     def clip_point_cloud_with_box(self, box: TransformedBox) -> int:
         """Remove the points inside ``box`` (base frame) from every point-cloud obstacle.
@@ -500,7 +531,7 @@ class Planner:
         stats: dict[str, float] = {}
 
         def failed(error: PathError, reason: str = "") -> PathResult:
-            stats["time_s"] = time.perf_counter() - t0 - stats.get("roadmap_build_s", 0.0)
+            stats["time_s"] = time.perf_counter() - t0
             stats["checks"] = float(self._checker.checked - checks0)
             return PathResult(error, None, self._tcp, (), stats, reason=reason)
 
@@ -567,14 +598,29 @@ class Planner:
         s = self.settings
 
         def roadmap() -> Roadmap | None:
-            built = self._roadmap is None
-            r = self.prepare_roadmap()
-            if built and r is not None:  # the one-off build is not this query's search
-                stats["roadmap_build_s"] = r.build_s
-                if deadline is not None:
-                    deadline.extend(r.build_s)
-            return r
+            """The roadmap for this query, looked up once: its build (if not done) gets at most
+            half of the time left (``search.roadmap``, "Build in steps"); None while it is not
+            done, and the query plans with RRT-Connect alone (``roadmap_deferred``).
+            ``roadmap_steps``: the build's steps done after it (a replay pins them)."""
+            if consulted:
+                return consulted[0]
+            b = self._build
+            steps0, spent0 = (0, 0.0) if b is None else (b.steps, b.spent_s)
+            until = None
+            if deadline is not None:
+                now = time.perf_counter()
+                until = now + 0.5 * max(0.0, deadline.at - now)
+            consulted.append(self._advance_roadmap(until))
+            b = self._build
+            if b is not None:
+                stats["roadmap_steps"] = float(b.steps)
+                if b.steps > steps0:
+                    stats["roadmap_build_s"] = b.spent_s - spent0
+                if not b.done:
+                    stats["roadmap_deferred"] = 1.0
+            return consulted[0]
 
+        consulted: list[Roadmap | None] = []
         params = SearchParameters(
             s.rrt_step, s.max_iterations, s.shortcut_rounds, deadline, roadmap
         )
@@ -601,7 +647,7 @@ class Planner:
                 start, waypoints, self._checker, self.model, self._tcp.transform
             )
         points = [start.tolist()] + [w.configuration.tolist() for w in waypoints]
-        stats["time_s"] = time.perf_counter() - t0 - stats.get("roadmap_build_s", 0.0)
+        stats["time_s"] = time.perf_counter() - t0
         stats["checks"] = float(self._checker.checked - checks0)
         stats["path_length"] = sum(math.dist(a, b) for a, b in itertools.pairwise(points))
         return PathResult(None, goal_index, self._tcp, tuple(waypoints), stats, is_touch)

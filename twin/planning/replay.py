@@ -10,7 +10,9 @@ else ``Planner(settings)``, else ``planner`` when one is passed. Its arm must be
 was recorded with (URDF SHA-256). Each call's arguments are decoded (an ``InitialState`` built
 from an earlier call's result uses the replayed result), the call is made, and its result summary
 (``api_log.encode_result``) or raised exception (type and message) compared with the log's;
-numbers are compared exactly unless ``atol`` is given.
+numbers are compared exactly unless ``atol`` is given. A query logged with ``roadmap_steps``
+takes the replayed planner's roadmap build to those steps first (``Planner.pin_roadmap_steps``),
+so a build spread over queries by the clock replays as it was recorded.
 """
 
 from __future__ import annotations
@@ -100,6 +102,10 @@ def replay(
         for call in data["calls"]:
             args = decode(call["args"], results)
             kwargs = decode(call["kwargs"], results)
+            logged = call.get("result")
+            steps = logged.get("roadmap_steps") if isinstance(logged, dict) else None
+            if hasattr(p, "pin_roadmap_steps"):
+                p.pin_roadmap_steps(steps)
             try:
                 result = getattr(p, call["method"])(*args, **kwargs)
                 actual: Any = encode_result(result)

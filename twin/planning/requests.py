@@ -164,7 +164,9 @@ class PathResult:
     ``error`` is None on success; ``selected_goal_idx`` indexes the request's goals (None on
     failure); ``tcp`` is the TCP at planning time; ``waypoints`` excludes the start and ends at the
     selected goal; ``stats`` holds diagnostics (collision checks, iterations, ``time_s``: the
-    query's own time, without ``roadmap_build_s``, the one-off roadmap build it triggered);
+    query's whole time, the steps of the roadmap build it ran included, ``roadmap_build_s`` of
+    it; ``roadmap_steps``: the build's steps done after it, ``roadmap_deferred``: 1.0 when the
+    build was not done and the query planned with RRT-Connect alone);
     ``ends_in_touch`` is True for a touch request's result (a path from it starts with a retract);
     ``reason``: on some failures, what was wrong in words (e.g. which joint is beyond its limit).
     """

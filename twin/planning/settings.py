@@ -30,9 +30,10 @@ class PlannerSettings:
     max_planning_time_s: the time limit (s) of every ``path`` query (a request may set its own;
     None: no limit); a search it stops returns ``blocked_path`` (``search.goals``).
     roadmap_nodes: free configurations of the roadmap over the static obstacles
-    (``search.roadmap``; built by the first query that needs a search after the obstacles or the
-    robot's collision model changed, or by ``Planner.prepare_roadmap``; twice as many while its
-    largest connected part holds under ``roadmap.GROW_SHARE`` of them); 0: no roadmap.
+    (``search.roadmap``; built in steps by the queries that need a search after the obstacles or
+    the robot's collision model changed, each within its time limit, or ahead by
+    ``Planner.prepare_roadmap``; twice as many while its largest connected part holds under
+    ``roadmap.GROW_SHARE`` of them); 0: no roadmap.
     """
 
     cell_name: str = "twin_arm"

@@ -45,7 +45,7 @@ from twin.planning.search.rrt import rrt_connect
 class SearchParameters:
     """rrt_step rad, max_iterations per goal, shortcut_rounds; ``deadline`` or None;
     ``roadmap``: called when a goal needs more than a via configuration, returns the planner's
-    roadmap (built on first use) or None."""
+    roadmap, or None (none, or its build not done within this query's share of the time)."""
 
     rrt_step: float
     max_iterations: int
@@ -62,17 +62,15 @@ class SearchParameters:
 
 
 class Deadline:
-    """The time limit of one query: ``at`` is a ``time.perf_counter`` value; ``extend`` moves it
-    later (the planner does so by the one-off roadmap build, which is not the query's work)."""
+    """The time limit of one query: ``at`` is a ``time.perf_counter`` value. It bounds the
+    whole query, the roadmap build steps it runs included (the planner gives those at most
+    half of the time left)."""
 
     def __init__(self, limit_s: float) -> None:
         self.at = time.perf_counter() + limit_s
 
     def passed(self) -> bool:
         return time.perf_counter() > self.at
-
-    def extend(self, seconds: float) -> None:
-        self.at += seconds
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,14 @@ A roadmap whose largest connected part holds less than ``GROW_SHARE`` of its nod
 the nodes (more samples from the same generator, the edges of the new nearest-neighbour graph
 checked where not yet): still a function of the obstacles, the model and the seed only.
 
+Build in steps (``RoadmapBuild``): the build is a generator of steps of tens of milliseconds (a
+round of samples, a batch of ``EDGE_BATCH`` edges, a chunk of a bridge's RRT-Connect, a chunk of
+the shortest-path table) holding its state (generator, samples, edges checked) between them, so
+it can stop after any step and resume later: the planner gives it at most half of a query's
+time left, and a query whose build is not done plans with RRT-Connect alone; the next query
+resumes it. No step's work depends on the clock, so the roadmap is the same however the steps
+were spread; a replay reproduces a query by taking the build to the steps the log recorded.
+
 Query (``Roadmap.path``): start and goal are joined to their nearest nodes (one batched check
 of the nearest ``CONNECT_FIRST``, then of up to ``CONNECT`` and ``CONNECT_LAST`` for an end
 joined to none: on the stored shelf queries the nearest of 1,000 nodes is about 1.4 rad away
@@ -41,11 +49,13 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import numpy as np
 
 from twin.planning.collision.checker import CollisionChecker
+from twin.planning.search.rrt import rrt_connect_steps, run_steps
 
 #: Free nodes of a roadmap, edges per node to their nearest neighbours, and the nodes a query's
 #: start and goal are joined to.
@@ -75,8 +85,13 @@ BRIDGE_STEP = 0.6
 BRIDGE_NODES = 200
 #: Edge keys ``a * NODE_KEY + b`` (``a < b`` node indices).
 NODE_KEY = 1 << 32
-#: Segments checked per batch while building (bounds the checker's working memory).
-EDGE_BATCH = 2048
+#: Segments checked per batch (one build step) while building: it bounds the checker's working
+#: memory and a step's time (tens of milliseconds).
+EDGE_BATCH = 512
+#: Source nodes of the shortest-path table computed per build step.
+TABLE_CHUNK = 128
+#: Nodes whose nearest neighbours are found per build step.
+KNN_ROWS = 256
 #: A* pops between two looks at the clock.
 CLOCK_EVERY = 128
 #: Up to this many nodes (plus ``BRIDGE_NODES``), the shortest paths between all of them are
@@ -108,41 +123,35 @@ class RoadmapPath:
 
 class Roadmap:
     """Free ``nodes`` (N, n) rad, free edges ``a``-``b`` as adjacency lists (neighbour, length
-    rad) and the connected part ``component`` (N,) of every node; ``build_s``: seconds since
-    ``started`` (a ``time.perf_counter`` value: when the build began) to the end of the
-    construction, the shortest-path table included."""
+    rad) and the connected part ``component`` (N,) of every node; ``build_s``: seconds the build
+    took (the sum of its steps, however they were spread over queries), the shortest-path table
+    included; ``table``: that table (``_table_steps``) when the build computed it, else it is
+    computed here for roadmaps of up to ``TABLE_NODES`` (+ ``BRIDGE_NODES``) nodes."""
 
-    def __init__(self, nodes: np.ndarray, a: np.ndarray, b: np.ndarray, started: float) -> None:
+    def __init__(
+        self,
+        nodes: np.ndarray,
+        a: np.ndarray,
+        b: np.ndarray,
+        build_s: float = 0.0,
+        table: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         self.nodes = nodes
         n = len(nodes)
-        length = np.linalg.norm(nodes[a] - nodes[b], axis=1) if len(a) else np.zeros(0)
+        length = _lengths(nodes, a, b)
         adj: list[list[tuple[int, float]]] = [[] for _ in range(n)]
         for i, j, w in zip(a.tolist(), b.tolist(), length.tolist()):
             adj[i].append((j, w))
             adj[j].append((i, w))
         self.adjacency = adj
+        self.a, self.b = a, b
         self.edges = len(a)
         self.component = _components(n, a, b)
         self._rows = nodes.tolist()
-        self._dist = self._pred = None
-        if (
-            len(a) > 0 and n <= TABLE_NODES + BRIDGE_NODES
-        ):  # shortest paths between all nodes (module doc)
-            # scipy on first use: importing the planner does not load it (about 1-2 s)
-            from scipy.sparse import csr_matrix
-            from scipy.sparse.csgraph import shortest_path
-
-            graph = csr_matrix(
-                (
-                    np.concatenate((length, length)),
-                    (np.concatenate((a, b)), np.concatenate((b, a))),
-                ),
-                shape=(n, n),
-            )
-            self._dist, self._pred = shortest_path(
-                graph, method="D", directed=True, return_predecessors=True
-            )
-        self.build_s = time.perf_counter() - started
+        if table is None and _wants_table(n, len(a)):
+            table = run_steps(_table_steps(nodes, a, b))
+        self._dist, self._pred = (None, None) if table is None else table
+        self.build_s = build_s
 
     @classmethod
     def build(
@@ -151,50 +160,10 @@ class Roadmap:
         rng: np.random.Generator,
         nodes: int = NODES,
         neighbours: int = NEIGHBOURS,
-        deadline: float | None = None,
         step: float = BRIDGE_STEP,
     ) -> Roadmap:
-        """Sample ``nodes`` free configurations (fewer when the cell is that blocked) and keep the
-        free edges to each node's ``neighbours`` nearest; while the largest connected part holds
-        less than ``GROW_SHARE`` of the nodes, twice the nodes (up to ``GROW_LIMIT`` times
-        ``nodes`` and ``TABLE_NODES``): the new ones drawn from the same generator, the edges
-        of the new nearest-neighbour graph checked where not checked before; then every part of
-        at least ``BRIDGE_SHARE`` of the nodes is bridged to the largest where RRT-Connect
-        between them (``step`` rad, ``BRIDGE_ITERATIONS``) finds a way (``_bridged``).
-        ``deadline`` (``time.perf_counter`` value): stop checking edges there (a smaller, still
-        valid roadmap)."""
-        t0 = time.perf_counter()
-        q = _free_samples(checker, rng, nodes, np.zeros((0, len(checker.lower))))
-        checked: dict[int, bool] = {}
-        while True:
-            a, b = _knn_edges(q, neighbours)
-            key = a * NODE_KEY + b
-            keep = np.zeros(len(a), dtype=bool)
-            known = np.array([checked.get(k) is not None for k in key.tolist()], dtype=bool)
-            keep[known] = [checked[k] for k in key[known].tolist()]
-            todo = np.flatnonzero(~known)
-            stopped = False
-            for lo in range(0, len(todo), EDGE_BATCH):
-                if deadline is not None and time.perf_counter() > deadline:
-                    stopped = True
-                    break
-                rows = todo[lo : lo + EDGE_BATCH]
-                keep[rows] = checker.segments_free(q[a[rows]], q[b[rows]])
-                checked.update(zip(key[rows].tolist(), keep[rows].tolist()))
-            free_a = np.array([k // NODE_KEY for k, v in checked.items() if v], dtype=int)
-            free_b = np.array([k % NODE_KEY for k, v in checked.items() if v], dtype=int)
-            grow = min(GROW_LIMIT * nodes, TABLE_NODES)
-            if stopped or len(q) < nodes or 2 * len(q) > grow:
-                break
-            parts = np.bincount(_components(len(q), free_a, free_b))
-            if parts.max() >= GROW_SHARE * len(q):
-                break
-            q = _free_samples(checker, rng, 2 * len(q), q)
-        order = np.lexsort((free_b, free_a))  # the edges in one order whatever the dict's
-        if len(q) >= nodes:
-            q, free_a, free_b = _bridged(checker, rng, q, free_a[order], free_b[order], step)
-            return cls(q, free_a, free_b, t0)
-        return cls(q, free_a[order], free_b[order], t0)
+        """The roadmap of ``RoadmapBuild`` (same arguments), built in one go."""
+        return RoadmapBuild(checker, rng, nodes, neighbours, step).finish()
 
     def path(
         self,
@@ -350,6 +319,156 @@ class Roadmap:
         return None
 
 
+class RoadmapBuild:
+    """A roadmap build that advances in steps of tens of milliseconds and can stop between any
+    two (module doc: "Build in steps"). It holds the build's state: its generator ``rng``, the
+    samples drawn and the edges checked so far, as a generator of steps. ``steps``: the steps
+    done; ``spent_s``: seconds spent in them; ``roadmap``: the result once done. The roadmap
+    is the same however the steps were spread (each step's work depends only on the ones before
+    it, never on the clock)."""
+
+    def __init__(
+        self,
+        checker: CollisionChecker,
+        rng: np.random.Generator,
+        nodes: int = NODES,
+        neighbours: int = NEIGHBOURS,
+        step: float = BRIDGE_STEP,
+    ) -> None:
+        self._steps = _build_steps(checker, rng, nodes, neighbours, step)
+        self.steps = 0
+        self.spent_s = 0.0
+        self.roadmap: Roadmap | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.roadmap is not None
+
+    def advance(self, until: float | None = None, steps: int | None = None) -> Roadmap | None:
+        """Run steps until the build is done, or until ``until`` (a ``time.perf_counter`` value,
+        looked at before every step: a step may end past it) or, for a replay, until ``steps``
+        steps are done in all. The roadmap, or None while the build is not done."""
+        while self.roadmap is None:
+            if until is not None and time.perf_counter() >= until:
+                break
+            if steps is not None and self.steps >= steps:
+                break
+            self._step()
+        return self.roadmap
+
+    def finish(self) -> Roadmap:
+        """Run the remaining steps; the roadmap."""
+        while self.roadmap is None:
+            self._step()
+        return self.roadmap
+
+    def _step(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            next(self._steps)
+        except StopIteration as stop:
+            self.roadmap = stop.value
+        self.steps += 1
+        self.spent_s += time.perf_counter() - t0
+        if self.roadmap is not None:
+            self.roadmap.build_s = self.spent_s
+
+
+def _build_steps(
+    checker: CollisionChecker,
+    rng: np.random.Generator,
+    nodes: int,
+    neighbours: int,
+    step: float,
+) -> Generator[None, None, Roadmap]:
+    """The steps of ``RoadmapBuild`` (a generator returning the roadmap): sample ``nodes`` free
+    configurations (fewer when the cell is that blocked), keep the free edges to each node's
+    ``neighbours`` nearest; while the largest connected part holds less than ``GROW_SHARE`` of
+    the nodes, twice the nodes (up to ``GROW_LIMIT`` times ``nodes`` and ``TABLE_NODES``): the
+    new ones drawn from the same generator, the edges of the new nearest-neighbour graph
+    checked where not checked before; then every part of at least ``BRIDGE_SHARE`` of the
+    nodes is bridged to the largest where RRT-Connect between them (``step`` rad,
+    ``BRIDGE_ITERATIONS``) finds a way (``_bridged``); then the shortest-path table. A step
+    ends after each round of samples, each ``KNN_ROWS`` nodes' nearest neighbours, each batch of
+    ``EDGE_BATCH`` edges, each chunk of a bridge's search and each ``TABLE_CHUNK`` rows of the
+    table."""
+    q = yield from _free_samples(checker, rng, nodes, np.zeros((0, len(checker.lower))))
+    checked: dict[int, bool] = {}
+    while True:
+        a, b = yield from _knn_edges(q, neighbours)
+        key = a * NODE_KEY + b
+        keep = np.zeros(len(a), dtype=bool)
+        known = np.array([checked.get(k) is not None for k in key.tolist()], dtype=bool)
+        keep[known] = [checked[k] for k in key[known].tolist()]
+        todo = np.flatnonzero(~known)
+        for lo in range(0, len(todo), EDGE_BATCH):
+            rows = todo[lo : lo + EDGE_BATCH]
+            keep[rows] = checker.segments_free(q[a[rows]], q[b[rows]])
+            checked.update(zip(key[rows].tolist(), keep[rows].tolist()))
+            yield
+        free_a = np.array([k // NODE_KEY for k, v in checked.items() if v], dtype=int)
+        free_b = np.array([k % NODE_KEY for k, v in checked.items() if v], dtype=int)
+        grow = min(GROW_LIMIT * nodes, TABLE_NODES)
+        if len(q) < nodes or 2 * len(q) > grow:
+            break
+        parts = np.bincount(_components(len(q), free_a, free_b))
+        if parts.max() >= GROW_SHARE * len(q):
+            break
+        q = yield from _free_samples(checker, rng, 2 * len(q), q)
+    order = np.lexsort((free_b, free_a))  # the edges in one order whatever the dict's
+    a, b = free_a[order], free_b[order]
+    if len(q) >= nodes:
+        q, a, b = yield from _bridged(checker, rng, q, a, b, step)
+    table = None
+    if _wants_table(len(q), len(a)):
+        table = yield from _table_steps(q, a, b)
+    return Roadmap(q, a, b, table=table)
+
+
+def graph_library():
+    """``scipy.sparse.csr_matrix`` and ``scipy.sparse.csgraph.shortest_path``, imported on first
+    use: importing the planner does not load scipy (0.2-0.3 s, more on a loaded machine). A
+    ``Planner`` with a roadmap loads it when it is made, so that no query's build step pays it."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    return csr_matrix, shortest_path
+
+
+def _wants_table(n: int, edges: int) -> bool:
+    """Whether a roadmap of ``n`` nodes and ``edges`` edges gets the shortest-path table."""
+    return edges > 0 and n <= TABLE_NODES + BRIDGE_NODES
+
+
+def _lengths(nodes: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Lengths (E,) rad of the edges ``a``-``b`` between ``nodes`` (N, n) rad."""
+    return np.linalg.norm(nodes[a] - nodes[b], axis=1) if len(a) else np.zeros(0)
+
+
+def _table_steps(
+    nodes: np.ndarray, a: np.ndarray, b: np.ndarray
+) -> Generator[None, None, tuple[np.ndarray, np.ndarray]]:
+    """The shortest-path table (lengths (N, N) rad, predecessors (N, N)) between all nodes of
+    the graph ``a``-``b`` (Dijkstra from every node, ``scipy.sparse.csgraph``), ``TABLE_CHUNK``
+    source nodes a step (each row depends on its source only: the same table in any chunks)."""
+    csr_matrix, shortest_path = graph_library()
+    n = len(nodes)
+    length = _lengths(nodes, a, b)
+    graph = csr_matrix(
+        (np.concatenate((length, length)), (np.concatenate((a, b)), np.concatenate((b, a)))),
+        shape=(n, n),
+    )
+    dist, pred = np.empty((n, n)), np.empty((n, n), dtype=np.int32)
+    for lo in range(0, n, TABLE_CHUNK):
+        rows = np.arange(lo, min(n, lo + TABLE_CHUNK))
+        dist[rows], pred[rows] = shortest_path(
+            graph, method="D", directed=True, return_predecessors=True, indices=rows
+        )
+        if lo + TABLE_CHUNK < n:
+            yield
+    return dist, pred
+
+
 def shortcut(checker: CollisionChecker, path: np.ndarray) -> np.ndarray:
     """A shorter polyline from ``path[0]`` to ``path[-1]`` (way-points (K, n) rad, consecutive
     ones joined by free segments), in two passes of ``_shortcut_pass``: first between the
@@ -428,14 +547,13 @@ def _bridged(
     a: np.ndarray,
     b: np.ndarray,
     step: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> Generator[None, None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Nodes (N', n) rad and free edges ``a``, ``b`` of a roadmap with its parts of at least
     ``BRIDGE_SHARE`` of the nodes, largest first, joined to the largest where RRT-Connect
     between the two parts' nodes (both trees seeded with them, ``search.rrt``) finds a path in
     ``BRIDGE_ITERATIONS``: that path's way-points become nodes, its edges (checked by the
-    search) edges. At most ``BRIDGE_NODES`` nodes are added."""
-    from twin.planning.search.rrt import rrt_connect
-
+    search) edges. At most ``BRIDGE_NODES`` nodes are added. A generator of steps (the
+    searches' chunks) returning them."""
     part = _components(len(q), a, b)
     labels, sizes = np.unique(part, return_counts=True)
     ranked = labels[np.lexsort((labels, -sizes))]
@@ -445,7 +563,7 @@ def _bridged(
     for other in big[1:]:
         main_nodes = np.flatnonzero(part == big[0])
         far = np.flatnonzero(part == other)
-        found = rrt_connect(
+        found = yield from rrt_connect_steps(
             checker, q[main_nodes[0]], q[far[0]], rng, step, BRIDGE_ITERATIONS,
             seeds=(q[main_nodes[1:]], q[far[1:]]),
         )  # fmt: skip
@@ -464,9 +582,9 @@ def _bridged(
 
 def _free_samples(
     checker: CollisionChecker, rng: np.random.Generator, count: int, have: np.ndarray
-) -> np.ndarray:
+) -> Generator[None, None, np.ndarray]:
     """``have`` (H, n) rad and then free uniform samples in the limits up to ``count`` rows
-    (fewer after ``SAMPLE_ROUNDS`` rounds of ``count`` samples)."""
+    (fewer after ``SAMPLE_ROUNDS`` rounds of ``count`` samples); a step a round."""
     lower, upper = checker.lower, checker.upper
     found = [have]
     total = len(have)
@@ -477,19 +595,25 @@ def _free_samples(
         free = q[checker.free(q)]
         found.append(free)
         total += len(free)
+        yield
     return np.concatenate(found)[:count]
 
 
-def _knn_edges(q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Edges (a, b) with a < b, each node joined to its ``k`` nearest (L2), without repeats."""
+def _knn_edges(q: np.ndarray, k: int) -> Generator[None, None, tuple[np.ndarray, np.ndarray]]:
+    """Edges (a, b) with a < b, each node joined to its ``k`` nearest (L2), without repeats; a
+    step per ``KNN_ROWS`` nodes (the distances of 2,000 nodes at once took 100-200 ms)."""
     n = len(q)
     if n < 2:
         return np.zeros(0, dtype=int), np.zeros(0, dtype=int)
     k = min(k, n - 1)
     sq = np.einsum("ij,ij->i", q, q)
-    d = sq[:, None] - 2.0 * q @ q.T + sq[None]
-    np.fill_diagonal(d, np.inf)
-    near = np.argpartition(d, k - 1, axis=1)[:, :k]
+    near = np.empty((n, k), dtype=np.intp)
+    for lo in range(0, n, KNN_ROWS):
+        rows = np.arange(lo, min(n, lo + KNN_ROWS))
+        d = sq[rows, None] - 2.0 * q[rows] @ q.T + sq[None]
+        d[np.arange(len(rows)), rows] = np.inf
+        near[rows] = np.argpartition(d, k - 1, axis=1)[:, :k]
+        yield
     a = np.repeat(np.arange(n), k)
     b = near.ravel()
     lo, hi = np.minimum(a, b), np.maximum(a, b)
