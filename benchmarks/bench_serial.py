@@ -36,7 +36,13 @@ process's; the emulator's is its servo port thread's, asked from its process.
 
 Targets: every parser >= 20x its line rate; >= 245 Hz with < 1 % overruns at the 4 ms period;
 host CPU <= 0.3 ms per cycle and the emulator's <= the host's; free-running >= 90 % of the wire
-bound at 1 Mbaud and >= 1 kHz at 4 Mbaud.
+bound at 1 Mbaud and >= 1 kHz at 4 Mbaud. The anchor of the free-running figures is the bare I/O
+(``bare_io_free_running``: the cycle's bytes alone, one write, ``poll`` and ``read`` until the
+reply is in, no other work), measured before and after the baud sweep: what this machine's
+pseudo-terminal, wake-ups and emulator leave of the wire bound for any host. On the project's
+two-core VM it reaches about 0.90 of the wire bound at 1 Mbaud itself (0.896, quiet machine), so
+the 90 % target is also judged as a ratio: SerialRobot at >= 90 % of the bare I/O's rate
+(``wire_1m_of_bare_io``; 0.975 in that run).
 
 Figures (``--quick``, the project's two-core VM, two runs, load average 1.0 and 1.9): 250 Hz
 with 0 overruns at 4 ms; host CPU 0.22 / 0.17 ms a cycle, the servo emulator's 0.15 / 0.14
@@ -383,6 +389,43 @@ def system_call_floor(link_dir: str, emu: Emulators, seconds: float) -> dict:
     )
 
 
+def bare_io_free_running(link_dir: str, emu: Emulators, baud: int, seconds: float) -> dict:
+    """The anchor of the free-running figures: the cycle's bytes alone at ``baud`` (wire on),
+    as fast as the port and the emulator answer them: one write of the goal SYNC_WRITE and the
+    FAST_SYNC_READ (what ``SerialRobot`` sends when no time is left to wait), a ``poll`` and a
+    ``read`` until the reply is in, again; no Python host beyond those calls. What this machine's
+    pseudo-terminal, wake-ups and emulator leave of the wire bound for any host: cycles per
+    second and the replies that did not come whole."""
+    import select
+
+    import serial
+    from twin.hardware.protocols.dynamixel_cycle import GoalWriter, PresentLayout
+    from twin.hardware.protocols.dynamixel_table import XTable
+
+    cfg = load_config()
+    emu.ask(f"wire {baud}")
+    ids = [j.id for j in cfg.joints]
+    goal = GoalWriter(XTable.GOAL_POSITION, ids).encode(np.full(len(ids), 2048, np.int64))
+    layout = PresentLayout(ids, True)
+    cycle = goal + layout.request
+    try:
+        with serial.Serial(f"{link_dir}/servo_bus", baud, timeout=0) as port:
+            fd, poller = port.fileno(), select.poll()
+            poller.register(fd, select.POLLIN)
+            lost = n = 0
+            t0 = time.perf_counter()
+            while (wall := time.perf_counter() - t0) < seconds:
+                os.write(fd, cycle)
+                got = b""
+                while len(got) < layout.reply_bytes and poller.poll(100):
+                    got += os.read(fd, 65536)
+                lost += len(got) != layout.reply_bytes
+                n += 1
+    finally:
+        emu.ask(f"wire {cfg.bus.baudrate}")
+    return dict(cycles=n, hz=n / wall, lost=lost, bound_hz=_bound_at(baud).fast_hz)
+
+
 def at_period(link_dir: str, emu: Emulators, seconds: float, pinned: bool) -> dict:
     """The configured loop (4 ms, 1 Mbaud, wire on) on a fresh robot: ``diagnostics()``, and
     what ``_run`` measures. ``pinned``: in blocks of ``PIN_BLOCK_CYCLES`` cycles with the two
@@ -669,7 +712,10 @@ def main() -> None:
             modes, read_ms = fast_against_sync(
                 d, emu, 1.0 if args.quick else 3.0, 200 if args.quick else 1000
             )
+            bare_s = 0.5 if args.quick else 2.0
+            bare = [{b: bare_io_free_running(d, emu, b, bare_s) for b in TIMELINE_BAUDS}]
             sweep = baud_sweep(d, emu, 0.6 if args.quick else 2.0)
+            bare.append({b: bare_io_free_running(d, emu, b, bare_s) for b in TIMELINE_BAUDS})
             lines = {
                 baud: timeline(d, emu, baud, 300 if args.quick else 1500) for baud in TIMELINE_BAUDS
             }
@@ -835,6 +881,34 @@ def main() -> None:
     on = {r["baud"]: r for r in sweep if r["wire"]}
     off = {r["baud"]: r for r in sweep if not r["wire"]}
     frac_1m = on[1_000_000]["hz"] / on[1_000_000]["bound_hz"]
+    bare_hz = {b: float(np.mean([run[b]["hz"] for run in bare])) for b in TIMELINE_BAUDS}
+    print_table(
+        "Free-running, SerialRobot against the bare I/O (the cycle's bytes alone: one write, "
+        "poll and read until the reply is in; before and after the sweep, mean), wire on",
+        [
+            "baud",
+            "wire bound Hz",
+            "bare I/O Hz",
+            "of bound",
+            "SerialRobot Hz",
+            "of bound",
+            "of bare I/O",
+            "bare replies not whole",
+        ],
+        [
+            [
+                b,
+                on[b]["bound_hz"],
+                bare_hz[b],
+                bare_hz[b] / on[b]["bound_hz"],
+                on[b]["hz"],
+                on[b]["hz"] / on[b]["bound_hz"],
+                on[b]["hz"] / bare_hz[b],
+                sum(run[b]["lost"] for run in bare),
+            ]
+            for b in TIMELINE_BAUDS
+        ],
+    )
     targets = {
         "parsers": min(r["ratio"] for r in prow) >= TARGET_RATIO,
         "rate_at_period": m["achieved_hz"] >= TARGET_HZ,
@@ -842,6 +916,8 @@ def main() -> None:
         "host_cpu": m["host_ms"] <= TARGET_HOST_CPU_MS,
         "emulator_cpu": m["emu_ms"] <= m["host_ms"],
         "wire_1m": frac_1m >= TARGET_WIRE_FRACTION,
+        # the same fraction judged against the anchor: what the bare I/O reaches on this machine
+        "wire_1m_of_bare_io": on[1_000_000]["hz"] >= TARGET_WIRE_FRACTION * bare_hz[1_000_000],
         "wire_4m": on[4_000_000]["hz"] >= TARGET_4M_HZ,
     }
     emit_json(
@@ -871,6 +947,10 @@ def main() -> None:
             **{f"free_hz_wire_off[{b}]": r["hz"] for b, r in off.items()},
             **{f"wire_bound_hz[{b}]": r["bound_hz"] for b, r in on.items()},
             "fraction_of_wire_bound_1M": frac_1m,
+            **{f"bare_io_hz[{b}]": hz for b, hz in bare_hz.items()},
+            "bare_io_fraction_of_wire_bound_1M": bare_hz[1_000_000] / on[1_000_000]["bound_hz"],
+            "robot_over_bare_io_1M": on[1_000_000]["hz"] / bare_hz[1_000_000],
+            "robot_over_bare_io_4M": on[4_000_000]["hz"] / bare_hz[4_000_000],
             "free_hz_4M_wire_on": on[4_000_000]["hz"],
             "pinned": pinned,
             **{
