@@ -149,3 +149,37 @@ def test_a_log_of_deferred_queries_replays_exactly(tmp_path):
     report = replay(path, planner=fresh)
     assert report, report.differences
     assert fresh.roadmap_progress() == recorder.planner.roadmap_progress()
+
+
+def test_a_build_step_that_raises_leaves_no_half_build_behind():
+    """An interrupt inside a build step (here: the checker's segment check raising once, as
+    Ctrl-C in a query would): the error reaches the caller, the half-done build is dropped, and
+    the next call builds the same roadmap from the start; a bare RoadmapBuild whose step failed
+    says it cannot resume instead of stepping for ever."""
+    planner = _shelf(limit=None)
+    checker = planner._checker
+    real = checker.segments_free
+    calls = {"n": 0}
+
+    def interrupted_once(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    checker.segments_free = interrupted_once
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            planner.prepare_roadmap()
+        assert planner.roadmap_progress() == (0, False)
+        roadmap = planner.prepare_roadmap()
+    finally:
+        del checker.segments_free
+    assert roadmap is not None
+    _same(roadmap, _shelf(limit=None).prepare_roadmap())
+
+    rng = np.random.default_rng([0, ROADMAP_STREAM])
+    build = RoadmapBuild(checker, rng, NODES)
+    build._steps.close()  # what a step that raised leaves
+    with pytest.raises(RuntimeError, match="cannot resume"):
+        build.advance()

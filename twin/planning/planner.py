@@ -281,9 +281,15 @@ class Planner:
             rng = np.random.default_rng([self.settings.seed, ROADMAP_STREAM])
             self._build = RoadmapBuild(self._checker, rng, n, step=self.settings.rrt_step)
         pinned, self._pinned_steps = self._pinned_steps, None
-        if pinned is not None:
-            return self._build.advance(steps=pinned)
-        return self._build.advance(until)
+        try:
+            if pinned is not None:
+                return self._build.advance(steps=pinned)
+            return self._build.advance(until)
+        except BaseException:
+            # a step that raised (Ctrl-C in a query, a checker's error) leaves a build that
+            # cannot resume: the next call starts again, from the same seed (the same roadmap)
+            self._build = None
+            raise
 
     def clip_point_cloud_with_box(self, box: TransformedBox) -> int:
         """Remove the points inside ``box`` (base frame) from every point-cloud obstacle.

@@ -363,10 +363,18 @@ class RoadmapBuild:
         return self.roadmap
 
     def _step(self) -> None:
+        """One step. A step that raised (an interrupt, a checker's error) closed the build's
+        generator: the build cannot resume, and every later step raises ``RuntimeError`` (the
+        planner then starts a new build: ``Planner._advance_roadmap``)."""
         t0 = time.perf_counter()
         try:
             next(self._steps)
         except StopIteration as stop:
+            if stop.value is None:
+                raise RuntimeError(
+                    "this roadmap build was stopped by an error in an earlier step and cannot "
+                    "resume; start a new RoadmapBuild"
+                ) from None
             self.roadmap = stop.value
         self.steps += 1
         self.spent_s += time.perf_counter() - t0
