@@ -167,6 +167,7 @@ per sphere, computed in batches.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -283,6 +284,26 @@ def separated(planner: Planner, start: np.ndarray, goal: np.ndarray, q1_steps: i
     return bool(blocked.all(axis=1).any())
 
 
+@contextlib.contextmanager
+def clutter_problem(arm: str, seed: int):
+    """The problem of ``arm`` (``ARMS``) and ``seed``: ``(planner, scene, rng, exact,
+    construct_s)``: the planner over the cage (``clutter_scene``, jittered by ``rng``, the
+    generator ``[seed, certified.CAGE_STREAM]``, which then draws the queries), PyBullet's exact
+    checker of the same scene (open while the block runs) and the planner's construction time
+    (s)."""
+    model, settings = ARMS[arm]()
+    t0 = time.perf_counter()
+    planner = Planner(settings, model=model)
+    construct_s = time.perf_counter() - t0
+    rng = np.random.default_rng([seed, certified.CAGE_STREAM])
+    scene = clutter_scene(planner.checker.robot.origin_1(), rng)
+    planner.set_obstacles(obstacles_from_scene(scene))
+    with ExactChecker(
+        model.urdf_path, scene, disabled_pairs=model.disabled_collision_pairs
+    ) as exact:
+        yield planner, scene, rng, exact, construct_s
+
+
 def draw_pair(
     planner: Planner, exact: ExactChecker, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -381,16 +402,8 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    model, settings = ARMS[args.arm]()
-    t0 = time.perf_counter()
-    planner = Planner(settings, model=model)
-    construct_s = time.perf_counter() - t0
-    rng = np.random.default_rng([args.seed, 19])
-    scene = clutter_scene(planner.checker.robot.origin_1(), rng)
-    planner.set_obstacles(obstacles_from_scene(scene))
-    with ExactChecker(
-        model.urdf_path, scene, disabled_pairs=model.disabled_collision_pairs
-    ) as exact:
+    with clutter_problem(args.arm, args.seed) as (planner, scene, rng, exact, construct_s):
+        settings = planner.settings
         count = QUICK_QUERIES if args.quick else QUERIES
         if args.certify:
             stored = certified.certify(

@@ -3,7 +3,7 @@ their header, certification, and loading with the check that a set matches the b
 
 Pairs come from the bench's draw (``bench_planner_clutter.draw_pair``: both ends free in the
 planner's model and in PyBullet's exact check, the straight segment blocked, not ``separated``),
-from the generator that drew the cage (``[seed, 19]``). Each pair is certified: an independent,
+from the generator that drew the cage (``[seed, CAGE_STREAM]``). Each pair is certified: an independent,
 longer search (a planner with seed ``CERT_SEED``, up to ``CERT_ITERATIONS`` iterations and
 ``CERT_TIME_S`` seconds, no blend radii) finds a path that PyBullet's exact geometry confirms
 free densely (``planner_exact.verify_path``, 1 mm / 0.01 rad). A pair without a certificate (its
@@ -42,6 +42,8 @@ VERSION = 1
 CERT_SEED = 1_000_003
 CERT_ITERATIONS = 100_000
 CERT_TIME_S = 60.0
+#: Second seed word of the generator that jitters the cage and then draws the pairs.
+CAGE_STREAM = 19
 
 
 class StaleQueries(Exception):
@@ -59,7 +61,7 @@ def header(arm: str, seed: int, planner: Planner, scene: Scene) -> dict:
     return {
         "arm": arm,
         "seed": seed,
-        "rng": [seed, 19],
+        "rng": [seed, CAGE_STREAM],
         "urdf": Path(planner.model.urdf_path).name,
         "urdf_sha256": hashlib.sha256(urdf).hexdigest(),
         "motion_margin": planner.settings.motion_margin,
@@ -132,7 +134,7 @@ def certify(
 
 def regenerate_hint(arm: str, seed: int) -> str:
     return (
-        f"re-run `python -m benchmarks.make_planner_clutter_queries --arm {arm} --seed {seed}` "
+        f"re-run `python -m twin.benchmarks.make_planner_clutter_queries --arm {arm} --seed {seed}` "
         "(minutes), or pass --certify to certify in this run"
     )
 

@@ -3,7 +3,7 @@
 are drawn and certified, and the file's format). A maintainer re-runs it when the bench refuses
 a stored set (another URDF, margins, cage or seed); a few minutes per arm.
 
-    python -m benchmarks.make_planner_clutter_queries --arm xarm6 [--seed 0] [--count 100]
+    python -m twin.benchmarks.make_planner_clutter_queries --arm xarm6 [--seed 0] [--count 100]
 """
 
 from __future__ import annotations
@@ -12,13 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
 from twin.benchmarks import bench_planner_clutter_queries as certified
-from twin.benchmarks.bench_planner_clutter import ARMS, QUERIES, clutter_scene, draw_pair
-from twin.benchmarks.planner_exact import ExactChecker
-
-from twin.planning import Planner
-from twin.planning.collision.scene_obstacles import obstacles_from_scene
+from twin.benchmarks.bench_planner_clutter import ARMS, QUERIES, clutter_problem, draw_pair
 
 
 def main() -> None:
@@ -28,13 +23,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=QUERIES)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    model, settings = ARMS[args.arm]()
-    planner = Planner(settings, model=model)
-    rng = np.random.default_rng([args.seed, 19])
-    scene = clutter_scene(planner.checker.robot.origin_1(), rng)
-    planner.set_obstacles(obstacles_from_scene(scene))
-    pairs_ = model.disabled_collision_pairs
-    with ExactChecker(model.urdf_path, scene, disabled_pairs=pairs_) as exact:
+    with clutter_problem(args.arm, args.seed) as (planner, scene, rng, exact, _):
         queries = certified.certify(
             planner, exact, lambda: draw_pair(planner, exact, rng), args.count
         )

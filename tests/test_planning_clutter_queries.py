@@ -9,24 +9,21 @@ import dataclasses
 import numpy as np
 import pytest
 from twin.benchmarks import bench_planner_clutter_queries as certified
-from twin.benchmarks.bench_planner_clutter import clutter_scene, load_ur5_spherized
-from twin.benchmarks.planner_exact import ExactChecker, verify_path
+from twin.benchmarks.bench_planner_clutter import clutter_problem
+from twin.benchmarks.planner_exact import verify_path
 
 from twin.planning import Planner
-from twin.planning.collision.scene_obstacles import obstacles_from_scene
 
 
 @pytest.fixture(scope="module")
 def ur5():
-    model, settings = load_ur5_spherized()
-    planner = Planner(settings, model=model)
-    scene = clutter_scene(planner.checker.robot.origin_1(), np.random.default_rng([0, 19]))
-    planner.set_obstacles(obstacles_from_scene(scene))
-    return planner, scene
+    """The bench's UR5 problem, seed 0: (planner, scene, PyBullet's exact checker)."""
+    with clutter_problem("ur5_spherized", 0) as (planner, scene, _, exact, _):
+        yield planner, scene, exact
 
 
 def test_stored_queries_match_the_problem_and_their_certificates_are_free(ur5):
-    planner, scene = ur5
+    planner, scene, exact = ur5
     stored = certified.load("ur5_spherized", 0, planner, scene, 100)
     assert len(stored) == 100
     for (start, goal), q in zip(certified.pairs(stored), stored):
@@ -37,15 +34,13 @@ def test_stored_queries_match_the_problem_and_their_certificates_are_free(ur5):
     assert planner.configurations_free(ends).all()
     starts, goals = ends[0::2], ends[1::2]
     assert not any(planner.checker.segment_free(s, g) for s, g in zip(starts[:10], goals[:10]))
-    pairs = planner.model.disabled_collision_pairs
-    with ExactChecker(planner.model.urdf_path, scene, disabled_pairs=pairs) as exact:
-        assert not exact.colliding_many(ends[:20]).any()
-        path = np.array(stored[0]["certificate"])
-        assert not verify_path(exact, path, planner.checker.travel)
+    assert not exact.colliding_many(ends[:20]).any()
+    path = np.array(stored[0]["certificate"])
+    assert not verify_path(exact, path, planner.checker.travel)
 
 
 def test_a_set_made_for_other_parameters_is_refused_saying_what_to_rerun(ur5):
-    planner, scene = ur5
+    planner, scene, _ = ur5
     other = Planner(dataclasses.replace(planner.settings, motion_margin=0.004), model=planner.model)
     with pytest.raises(certified.StaleQueries, match=r"motion_margin.*make_planner_clutter"):
         certified.load("ur5_spherized", 0, other, scene, 10)

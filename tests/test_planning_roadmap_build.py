@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from twin.benchmarks.bench_planner import unreachable_planner
 
-from twin.planning import InitialState, Obstacle, PathError, PathRequest, Planner, PlannerSettings
+from twin.planning import InitialState, PathError, PathRequest, Planner, PlannerSettings
 from twin.planning.api_log import RecordingPlanner
 from twin.planning.collision.scene_obstacles import obstacles_from_scene
 from twin.planning.planner import ROADMAP_STREAM
@@ -106,22 +107,11 @@ def test_a_short_limit_defers_the_build_and_later_queries_finish_it(one_go):
     _same(planner.prepare_roadmap(), one_go)  # the same roadmap however the build was spread
 
 
-def _cut_off(limit: float) -> tuple[Planner, np.ndarray, np.ndarray]:
-    """A free goal no path reaches (``test_planning_tail``): a post beside the base blocks
-    joint 1 in about [0.9, 2.7] rad."""
-    settings = PlannerSettings(
-        roadmap_nodes=NODES, max_planning_time_s=limit, max_iterations=1_000_000
-    )
-    planner = Planner(settings)
-    planner.set_obstacles([Obstacle.from_sphere("post", [0.0, 0.12, 0.2], 0.02)])
-    start = np.asarray(planner.model.home_q, dtype=float)
-    goal = start.copy()
-    goal[0] = 2.9
-    return planner, start, goal
-
-
 def test_an_unreachable_goal_is_blocked_within_its_limit_cold_and_warm():
-    planner, start, goal = _cut_off(0.1)
+    """A free goal no path reaches (``bench_planner.unreachable_planner``)."""
+    planner, start, goal = unreachable_planner(
+        PlannerSettings(roadmap_nodes=NODES, max_planning_time_s=0.1, max_iterations=1_000_000)
+    )
     cold = planner.path(InitialState(start), PathRequest([goal]))
     assert cold.error is PathError.BLOCKED_PATH
     assert cold.stats["deadline_hit"] == 1.0 and cold.stats["roadmap_deferred"] == 1.0

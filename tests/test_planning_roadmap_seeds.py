@@ -47,7 +47,9 @@ def test_a_poorly_connected_roadmap_grows_to_twice_its_nodes(ur5):
     assert _largest_share(roadmap) >= rm.GROW_SHARE
     # what the growth is for: the first 1,000 nodes alone keep a smaller largest part
     rng = np.random.default_rng([planner.settings.seed, ROADMAP_STREAM])
-    again = rm.Roadmap.build(planner.checker, rng, asked)  # in one go; the fixture's in slices
+    again = rm.RoadmapBuild(
+        planner.checker, rng, asked
+    ).finish()  # in one go; the fixture's in slices
     assert np.array_equal(again.nodes, roadmap.nodes)  # the same planner state, the same map
     assert again.adjacency == roadmap.adjacency
     assert np.array_equal(again._dist, roadmap._dist)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from twin.benchmarks.bench_planner import unreachable_planner
 
 from twin.planning import (
     InitialState,
@@ -24,14 +25,9 @@ QUERIES = Path(__file__).resolve().parent.parent / "assets" / "planning"
 
 
 def _cut_off(**settings) -> tuple[Planner, np.ndarray, np.ndarray]:
-    """A free goal that cannot be reached: a sphere beside the base blocks every configuration
-    with joint 1 in about [0.9, 2.7] rad (joint 1's limits are +-2.97 rad)."""
-    planner = Planner(PlannerSettings(**settings))
-    planner.set_obstacles([Obstacle.from_sphere("post", [0.0, 0.12, 0.2], 0.02)])
-    start = np.asarray(planner.model.home_q, dtype=float)
-    goal = start.copy()
-    goal[0] = 2.9
-    return planner, start, goal
+    """A free goal that cannot be reached (``bench_planner.unreachable_planner``: a sphere
+    beside the base blocks every configuration with joint 1 in about [0.9, 2.7] rad)."""
+    return unreachable_planner(PlannerSettings(**settings))
 
 
 def test_the_cut_off_goal_is_free_and_cut_off():

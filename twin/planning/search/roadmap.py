@@ -2,7 +2,7 @@
 over the static obstacles, reused by every query until the obstacles or the robot's collision
 model change.
 
-Build (``Roadmap.build``): uniform samples in the joint limits (rad) from a generator seeded by
+Build (``RoadmapBuild``; ``finish()`` builds in one go): uniform samples in the joint limits (rad) from a generator seeded by
 the planner's seed only, so the same planner state builds the same roadmap; the free ones
 (``nodes`` (N, n) rad) are joined to their ``neighbours`` nearest (joint-space L2) and every such
 edge is checked once, in batches (``CollisionChecker.segments_free``); only free edges are kept.
@@ -152,18 +152,6 @@ class Roadmap:
             table = run_steps(_table_steps(nodes, a, b))
         self._dist, self._pred = (None, None) if table is None else table
         self.build_s = build_s
-
-    @classmethod
-    def build(
-        cls,
-        checker: CollisionChecker,
-        rng: np.random.Generator,
-        nodes: int = NODES,
-        neighbours: int = NEIGHBOURS,
-        step: float = BRIDGE_STEP,
-    ) -> Roadmap:
-        """The roadmap of ``RoadmapBuild`` (same arguments), built in one go."""
-        return RoadmapBuild(checker, rng, nodes, neighbours, step).finish()
 
     def path(
         self,
