@@ -340,6 +340,39 @@ def _merged(blocks: list[dict]) -> dict:
     )
 
 
+@contextlib.contextmanager
+def _bare_port(link_dir: str, emu: Emulators, baud: int):
+    """The servo bus's port opened bare (no ``SerialRobot``) with the emulator's wire at
+    ``baud``: ``(fd, poller, goal, layout)``, the cycle's goal SYNC_WRITE bytes (every servo
+    at 2048 ticks) and its FAST_SYNC_READ ``PresentLayout``. The configured wire again after."""
+    import select
+
+    import serial
+    from twin.hardware.protocols.dynamixel_cycle import GoalWriter, PresentLayout
+    from twin.hardware.protocols.dynamixel_table import XTable
+
+    cfg = load_config()
+    ids = [j.id for j in cfg.joints]
+    goal = GoalWriter(XTable.GOAL_POSITION, ids).encode(np.full(len(ids), 2048, np.int64))
+    emu.ask(f"wire {baud}")
+    try:
+        with serial.Serial(f"{link_dir}/servo_bus", baud, timeout=0) as port:
+            fd, poller = port.fileno(), select.poll()
+            poller.register(fd, select.POLLIN)
+            yield fd, poller, goal, PresentLayout(ids, True)
+    finally:
+        emu.ask(f"wire {cfg.bus.baudrate}")
+
+
+def _reply_whole(fd: int, poller, reply_bytes: int) -> bool:
+    """Read a reply of ``reply_bytes`` as it comes (a 100 ms wait for each piece); whether it
+    came whole."""
+    got = b""
+    while len(got) < reply_bytes and poller.poll(100):
+        got += os.read(fd, 65536)
+    return len(got) == reply_bytes
+
+
 def system_call_floor(link_dir: str, emu: Emulators, seconds: float) -> dict:
     """What the cycle's system calls alone cost the host at the 4 ms period (1 Mbaud, wire on):
     the same port, the same bytes and the same calls as ``SerialRobot``'s cycle (write the goal,
@@ -347,22 +380,11 @@ def system_call_floor(link_dir: str, emu: Emulators, seconds: float) -> dict:
     answer and read it), with no other work. No Python host on this I/O design costs less per
     cycle: the floor under the "host CPU ms/cycle" figure (on a loaded machine each call after a
     sleep runs in cold caches)."""
-    import select
-
-    import serial
     from twin.hardware.clock import MonotonicClock
-    from twin.hardware.protocols.dynamixel_cycle import GoalWriter, PresentLayout
-    from twin.hardware.protocols.dynamixel_table import XTable
 
     cfg = load_config()
-    emu.ask(f"wire {cfg.bus.baudrate}")
-    ids = [j.id for j in cfg.joints]
-    goal = GoalWriter(XTable.GOAL_POSITION, ids).encode(np.full(len(ids), 2048, np.int64))
-    layout = PresentLayout(ids, True)
     period_us, clock = round(cfg.control_period_s * 1e6), MonotonicClock()
-    with serial.Serial(f"{link_dir}/servo_bus", cfg.bus.baudrate, timeout=0) as port:
-        fd, poller = port.fileno(), select.poll()
-        poller.register(fd, select.POLLIN)
+    with _bare_port(link_dir, emu, cfg.bus.baudrate) as (fd, poller, goal, layout):
         cpu, lost, n = [], 0, 0
         deadline, t0 = clock.now_us() + period_us, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
@@ -373,10 +395,7 @@ def system_call_floor(link_dir: str, emu: Emulators, seconds: float) -> dict:
             if poller.poll(0):
                 os.read(fd, 65536)
             os.write(fd, layout.request)
-            got = b""
-            while len(got) < layout.reply_bytes and poller.poll(100):
-                got += os.read(fd, 65536)
-            lost += len(got) != layout.reply_bytes
+            lost += not _reply_whole(fd, poller, layout.reply_bytes)
             cpu.append(time.thread_time_ns() - c0)
             n += 1
             if clock.now_us() > deadline:  # late: the schedule restarts (as the robot's)
@@ -396,33 +415,14 @@ def bare_io_free_running(link_dir: str, emu: Emulators, baud: int, seconds: floa
     ``read`` until the reply is in, again; no Python host beyond those calls. What this machine's
     pseudo-terminal, wake-ups and emulator leave of the wire bound for any host: cycles per
     second and the replies that did not come whole."""
-    import select
-
-    import serial
-    from twin.hardware.protocols.dynamixel_cycle import GoalWriter, PresentLayout
-    from twin.hardware.protocols.dynamixel_table import XTable
-
-    cfg = load_config()
-    emu.ask(f"wire {baud}")
-    ids = [j.id for j in cfg.joints]
-    goal = GoalWriter(XTable.GOAL_POSITION, ids).encode(np.full(len(ids), 2048, np.int64))
-    layout = PresentLayout(ids, True)
-    cycle = goal + layout.request
-    try:
-        with serial.Serial(f"{link_dir}/servo_bus", baud, timeout=0) as port:
-            fd, poller = port.fileno(), select.poll()
-            poller.register(fd, select.POLLIN)
-            lost = n = 0
-            t0 = time.perf_counter()
-            while (wall := time.perf_counter() - t0) < seconds:
-                os.write(fd, cycle)
-                got = b""
-                while len(got) < layout.reply_bytes and poller.poll(100):
-                    got += os.read(fd, 65536)
-                lost += len(got) != layout.reply_bytes
-                n += 1
-    finally:
-        emu.ask(f"wire {cfg.bus.baudrate}")
+    with _bare_port(link_dir, emu, baud) as (fd, poller, goal, layout):
+        cycle = goal + layout.request
+        lost = n = 0
+        t0 = time.perf_counter()
+        while (wall := time.perf_counter() - t0) < seconds:
+            os.write(fd, cycle)
+            lost += not _reply_whole(fd, poller, layout.reply_bytes)
+            n += 1
     return dict(cycles=n, hz=n / wall, lost=lost, bound_hz=_bound_at(baud).fast_hz)
 
 
