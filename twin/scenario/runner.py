@@ -21,7 +21,7 @@ import numpy as np
 
 from twin.backends import open_robot
 from twin.names import closest
-from twin.planning.settings import counted_budgets
+from twin.planning.settings import COUNTED_CHECKS, counted_budgets
 from twin.robot import Robot
 from twin.scenario.expect import Check
 from twin.scenario.format import Scenario, ScenarioError
@@ -182,13 +182,15 @@ def run_scenario(
     *,
     seed: int | None = None,
     record_dir: str | pathlib.Path | None = None,
+    planning_checks: int = COUNTED_CHECKS,
 ) -> ScenarioResult:
     """Run ``scenario`` on ``backend`` (seed: the scenario's unless given); with ``record_dir``,
     the run is recorded there as ``<name>-<backend>-<seed>.mcap``. Errors of the run (not of the
     file) are caught and reported in the result, the first one first (``first_error``).
 
     The run's figures do not depend on the machine's load: its planners' budgets count
-    collision checks, not seconds (``planning.settings.counted_budgets``); the sim steps in
+    collision checks, not seconds (``planning_checks`` a query, through
+    ``planning.settings.counted_budgets``); the sim steps in
     robot time; the emulated hardware runs in lock-step with generous waits (``_robot``)."""
     check_metrics(scenario)
     seed = scenario.seed if seed is None else seed
@@ -222,7 +224,7 @@ def run_scenario(
                             q=start
                         )  # a sim is reset in place; the emulated one starts there
                     _settle(robot, start)
-                with counted_budgets():
+                with counted_budgets(planning_checks):
                     metrics = TASKS[scenario.task](robot, scenario, plant)
                 result.cause = metrics.pop(CAUSE, None)
                 result.metrics = metrics
