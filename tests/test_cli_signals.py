@@ -58,7 +58,7 @@ def test_a_signal_while_an_error_is_reported_ends_the_report_then_exits_130_or_1
     assert got == code, err
     assert stderr_lines(err) == [
         ERROR_LINE,
-        f"twin fail: {what}: the arm holds its position, every port is closed",
+        f"twin fail: {what}: no robot was opened",
     ]
 
 
@@ -76,7 +76,7 @@ def test_a_second_ctrl_c_does_not_cut_the_cleanup_short(helper):
     assert code == 130, err  # the first signal's code
     assert stderr_lines(err) == [
         NOTE,  # once, for the second signal
-        "twin fail: interrupted: the arm holds its position, every port is closed",
+        "twin fail: interrupted: no robot was opened",
     ]
 
 

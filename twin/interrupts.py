@@ -1,0 +1,56 @@
+"""Work that a signal must not cut short: opening a robot (a half-connected one could not be
+closed) and closing it (a half-done park leaves the servos as they were).
+
+    with held_signals() as held:     # SIGINT and SIGTERM only counted during the block
+        robot = connect()
+        if held:                     # one came: close what was opened, still inside the block
+            robot.close()
+    # on the way out the first held signal goes to the handler it was meant for
+
+Main thread only (elsewhere, and outside the main interpreter, the block runs unprotected, as
+Python delivers signals to the main thread anyway). A signal whose handler is ``SIG_IGN`` stays
+ignored. Blocks may nest; only the outermost one delivers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+#: The signals held back: Ctrl-C and the polite stop of a service manager or ``kill``.
+HELD = (signal.SIGINT, signal.SIGTERM)
+
+_depth = 0  # how many blocks the main thread is inside
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[list[int]]:
+    """Hold back SIGINT and SIGTERM during the block; yields the list of signal numbers that
+    arrived meanwhile (in order). When the outermost block ends (also by an exception) the first
+    one is raised again (``signal.raise_signal``) to the handler it was meant for: the command's
+    own handler, Python's ``KeyboardInterrupt`` or the default end of the process."""
+    global _depth
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread() or _depth:
+        yield held
+        return
+    previous: dict[int, object] = {}
+    try:
+        for signum in HELD:
+            before = signal.getsignal(signum)
+            if before is not None and before is not signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, lambda n, _f: held.append(n))
+    except ValueError:  # not the main interpreter
+        yield held
+        return
+    _depth += 1
+    try:
+        yield held
+    finally:
+        _depth -= 1
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if held:
+            signal.raise_signal(held[0])
