@@ -3,6 +3,7 @@
     python tests/cli_signal_helper.py fail --when report    # fails; signalled while it reports
     python tests/cli_signal_helper.py fail --when cleanup   # signalled, then again while it cleans
     python tests/cli_signal_helper.py fail --when park      # signalled while a robot is open
+    python tests/cli_signal_helper.py fail --when stale     # a device fault, then a failed park
 
 Each stage prints a line on stdout and waits for a line on stdin, so a test signals the real
 ``twin.cli.main`` at a known point and lets it go on by writing a line (no sleeps):
@@ -13,7 +14,10 @@ Each stage prints a line on stdout and waits for a line on stdin, so a test sign
   ``finally`` prints ``cleaning``, waits, and prints ``cleaned``;
 - ``park``: opens a hardware robot (``open_robot``) on the emulators, in this process (ideal
   source, no F/T sensor or IMU), silences servo 3 and prints ``running``, waiting: the signal's
-  unwinding closes the robot, whose park cannot be verified (``ParkError``).
+  unwinding closes the robot, whose park cannot be verified (``ParkError``);
+- ``stale``: as ``park`` but servo 1 goes silent while the arm holds and no signal comes: the
+  stale-joints fault refuses a command (``DeviceFaultError``), then the close's park cannot
+  read servo 1 back (``ParkError``): two errors, the first one first.
 
 ``Helper`` (used by the tests) runs it and drives the stages.
 """
@@ -21,12 +25,17 @@ Each stage prints a line on stdout and waits for a line on stdin, so a test sign
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
 from dataclasses import replace
 
 import twin.cli
 from twin.cli.common import UsageError
+
+#: Cycles of ``stale`` before it gives up waiting for the stale-joints fault (it comes within
+#: ``stale_fault_cycles`` failed reads: a few).
+STALE_CYCLES = 200
 
 
 def _stage(name: str) -> None:
@@ -42,8 +51,11 @@ class HeldError(UsageError):
         return "the helper failed on purpose; expected nothing else"
 
 
-def _park_unverified() -> int:
-    from twin.hardware.emulator import BUS, EmulatorStack, IdealSource
+@contextlib.contextmanager
+def _emulated_robot():
+    """A hardware robot through ``open_robot`` on emulators in this process (ideal source, no
+    F/T sensor or IMU, short reply timeouts); yields ``(stack, robot)``."""
+    from twin.hardware.emulator import EmulatorStack, IdealSource
     from twin.hardware.emulator.testing import emulator_config
 
     from twin.backends import open_robot
@@ -61,15 +73,42 @@ def _park_unverified() -> int:
         EmulatorStack(config, IdealSource(effort_limits=model.effort_limits)) as stack,
         open_robot("hardware", config=stack.robot_config(), model=model) as robot,
     ):
+        yield stack, robot
+
+
+def _park_unverified() -> int:
+    from twin.hardware.emulator import BUS
+
+    with _emulated_robot() as (stack, robot):
         robot.step()
         stack.faults[BUS].silence(3)
         _stage("running")
     return 0
 
 
+def _stale_then_park(servo: int = 1) -> int:
+    """Servo ``servo`` goes silent while the arm holds: the stale-joints fault refuses the next
+    command (``DeviceFaultError``), and the close it unwinds through cannot read that servo
+    back (``ParkError``)."""
+    from twin.hardware.emulator import BUS
+
+    from twin.robot import JointCommand
+
+    with _emulated_robot() as (stack, robot):
+        hold = JointCommand(robot.read().q)
+        robot.step()
+        stack.faults[BUS].silence(servo)
+        for _ in range(STALE_CYCLES):
+            robot.write(hold)
+            robot.step()
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.when == "park":
         return _park_unverified()
+    if args.when == "stale":
+        return _stale_then_park()
     if args.when == "report":
         print("running", flush=True)
         raise HeldError()
@@ -83,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("fail", help="fail on purpose (signal tests)")
-    parser.add_argument("--when", choices=("report", "cleanup", "park"), required=True)
+    parser.add_argument("--when", choices=("report", "cleanup", "park", "stale"), required=True)
     parser.set_defaults(func=run)
 
 
