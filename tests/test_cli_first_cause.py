@@ -9,20 +9,25 @@ silenced by their fault injection), and the closing-line pieces on real values."
 
 from __future__ import annotations
 
+import re
+import resource
 import signal
 import subprocess
 import sys
 
 import pytest
-from cli_helpers import clean_env, stderr_lines
+from cli_helpers import TWIN, clean_env, stderr_lines
 from cli_signal_helper import __file__ as HELPER
 from twin.hardware.arm_bus import SAFE_MODE, ServoState
 
 from twin.cli import closing
+from twin.demo import STEP_NAMES
 from twin.interrupts import held_signals
 
 STALE = "twin fail: error: command refused: joint readings stale ("
 PARK = "; then: SerialRobot.close(): the arm could not be left in its safe state"
+#: The demo's file size limit (bytes): above its report's largest file, below its recording.
+DEMO_FILE_LIMIT = 1_500_000
 
 
 def _helper(*args: str) -> subprocess.CompletedProcess:
@@ -146,3 +151,35 @@ def test_held_signals_leaves_an_ignored_signal_ignored():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_the_demo_prints_its_table_when_its_recording_fills_the_disk(tmp_path):
+    """A disk that fills under ``twin demo --record`` (a file size limit in the child: writes
+    past it fail with EFBIG, as a full disk's fail with ENOSPC): the demo runs to its end, prints
+    its table and summary line, then the recording's error line, exit 2 (issue 31, item 9).
+    Before, exit 2 and only the error line. The limit lets the report (figures, trace.npz,
+    under 1 MB) through and stops the recording (about 3.6 MB)."""
+
+    def limit_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (DEMO_FILE_LIMIT, DEMO_FILE_LIMIT))
+
+    recording = tmp_path / "demo.mcap"
+    done = subprocess.run(
+        [*TWIN, "demo", "--no-progress", "--record", str(recording), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=600,
+        preexec_fn=limit_files,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2, done.stderr
+    (line,) = stderr_lines(done.stderr)
+    assert line.startswith(f"twin demo: error: recording '{recording}': "), line
+    assert "were not written (OSError: [Errno 27] File too large)" in line, line
+    out = " ".join(done.stdout.split())  # the table, its cells folded over lines
+    for name in STEP_NAMES:
+        assert f"│ {name} " in out, done.stdout
+    summary = rf"demo: \d+ of {len(STEP_NAMES)} steps ok(; failed: .*)?; stopped by an error: "
+    assert re.search(summary + "the report in", out), done.stdout
