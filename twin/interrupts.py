@@ -7,6 +7,10 @@ closed) and closing it (a half-done park leaves the servos as they were).
             robot.close()
     # on the way out the first held signal goes to the handler it was meant for
 
+``hold_from_start()``, the first thing ``import twin`` does, starts the same holding for the
+``twin`` command's process only (``is_command``): from then on its signals are recorded in
+``early`` until the command's own handlers take over (``twin.cli.signals``).
+
 Main thread only (elsewhere, and outside the main interpreter, the block runs unprotected, as
 Python delivers signals to the main thread anyway). A signal whose handler is ``SIG_IGN`` stays
 ignored. Blocks may nest; only the outermost one delivers.
@@ -15,14 +19,44 @@ ignored. Blocks may nest; only the outermost one delivers.
 from __future__ import annotations
 
 import contextlib
+import pathlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
 #: The signals held back: Ctrl-C and the polite stop of a service manager or ``kill``.
 HELD = (signal.SIGINT, signal.SIGTERM)
 
+#: ``python -m`` module names that are the ``twin`` command, and its console script's name.
+COMMAND_MODULES = ("twin", "twin.cli")
+COMMAND_SCRIPT = "twin"
+
 _depth = 0  # how many blocks the main thread is inside
+early: list[int] = []  # signals recorded since ``hold_from_start``, in order
+early_previous: dict[int, object] = {}  # the handlers ``hold_from_start`` replaced
+
+
+def is_command() -> bool:
+    """Whether this process is the ``twin`` command (``python -m twin``, ``python -m twin.cli``
+    or the console script), not a program that imports ``twin`` (a test, a notebook: their
+    handlers stay theirs). Also right while ``python -m`` is still importing the package."""
+    argv = getattr(sys, "orig_argv", sys.argv)
+    if "-m" in argv[:-1]:
+        return argv[argv.index("-m") + 1] in COMMAND_MODULES
+    main = sys.modules.get("__main__")
+    return pathlib.Path(getattr(main, "__file__", None) or "").name == COMMAND_SCRIPT
+
+
+def hold_from_start() -> None:
+    """In the ``twin`` command's main thread only: record SIGINT and SIGTERM in ``early`` from
+    now on (nothing is open yet; an exception in the middle of an import would be a traceback)
+    until ``twin.cli.signals.Signals.install`` takes them over."""
+    if early_previous or not is_command():
+        return
+    with contextlib.suppress(ValueError):  # not the main thread or interpreter
+        for signum in HELD:
+            early_previous[signum] = signal.signal(signum, lambda n, _f: early.append(n))
 
 
 @contextlib.contextmanager

@@ -26,8 +26,9 @@ read back (servo 1: torque on, ...)" only when the park read every servo back sa
 were NOT parked: servo 3: torque no reply, ..." otherwise, "the PyBulletRobot was closed" for a
 robot without servos, "no robot was opened" when none was; exit 130 (143 for SIGTERM).
 
-Signals are handled from the first line of this module (``twin.cli.signals``: one that arrives
-while the command is still importing stops it before it starts) and cannot cut the way out
+Signals are handled from the first line of the ``twin`` package (``twin.interrupts``,
+``twin.cli.signals``: one that arrives while the command is still importing stops it before it
+starts) and cannot cut the way out
 short: the first SIGINT or SIGTERM of a run raises ``KeyboardInterrupt`` in the main thread;
 from then on, and from the moment the subcommand returns or fails, a signal only counts. Opening
 a robot and closing it (its park) hold both signals back until they are done
@@ -48,21 +49,17 @@ interrupt (``docs/faults/serial.md``).
 
 from __future__ import annotations
 
-from twin.cli import signals as _signals
+import argparse
+import contextlib
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Sequence
 
-_signals.hold_from_start()  # the first line of the command: a signal is recorded from here on
-
-import argparse  # noqa: E402 (the imports below take a while: signals are held back first)
-import contextlib  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
-import traceback  # noqa: E402
-import warnings  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-
-from twin import backends  # noqa: E402
-from twin.backends import EXIT_DEVICE, EXIT_INPUT  # noqa: E402
-from twin.cli import (  # noqa: E402
+from twin import backends
+from twin.backends import EXIT_DEVICE, EXIT_INPUT
+from twin.cli import (
     bench,
     demo,
     emulate,
@@ -75,9 +72,10 @@ from twin.cli import (  # noqa: E402
     shadow,
     test,
 )
-from twin.cli.closing import errors_in_order, robots_left  # noqa: E402
-from twin.cli.common import ArgumentParser  # noqa: E402
-from twin.cli.signals import Signals, _say, is_command  # noqa: E402
+from twin.cli.closing import errors_in_order, robots_left
+from twin.cli.common import ArgumentParser
+from twin.cli.signals import Signals, _say
+from twin.interrupts import is_command
 
 #: Every subcommand's module, in the order ``twin --help`` lists them.
 SUBCOMMANDS = (demo, plan, run, shadow, ft, test, replay, scenes, bench, info, emulate)

@@ -1,12 +1,14 @@
 """SIGINT and SIGTERM during one run of the ``twin`` command (``twin.cli``'s module doc).
 
-Two phases. From the first line of ``twin.cli`` (``hold_from_start``, before its subcommands'
-imports), a signal is only recorded: nothing is open yet, and an exception in the middle of an
-import would be a traceback. ``Signals`` takes over in ``main``: a signal recorded before it
-stops the command before it starts; afterwards the first signal raises ``KeyboardInterrupt``
-(``Terminated`` for SIGTERM) in the main thread unless ``shielded``, and every later one, and
-any while shielded, is only counted in ``received``. (Opening and closing a robot hold signals
-back themselves: ``twin.interrupts``.)
+Two phases. From the first line of the ``twin`` package (``twin.interrupts.hold_from_start``,
+before numpy, gymnasium and the subcommands' imports), a signal is only recorded: nothing is
+open yet, and an exception in the middle of an import would be a traceback. ``Signals`` takes
+over in ``main``: a signal recorded before it stops the command before it starts; afterwards
+the first signal raises ``KeyboardInterrupt`` (``Terminated`` for SIGTERM) in the main thread
+unless ``shielded``, and every later one, and any while shielded, is only counted in
+``received``. (Opening and closing a robot hold signals back themselves: ``twin.interrupts``.)
+Before the first line of ``twin`` (the interpreter's own start-up, some tens of ms) a signal
+has Python's default effect: nothing of ``twin`` runs yet.
 """
 
 from __future__ import annotations
@@ -14,44 +16,20 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import pathlib
 import signal
 import sys
 from typing import NoReturn
 
+from twin import interrupts
+
 #: Exit code after SIGINT; SIGTERM's is 13 more (128 + the signal number, as a shell reports).
 EXIT_INTERRUPTED = 130
-#: The modules that run the ``twin`` command as ``__main__`` (``python -m ...``).
-COMMAND_MODULES = ("twin.__main__", "twin.cli.__main__")
 #: The signals the command handles.
 HANDLED = (signal.SIGINT, signal.SIGTERM)
-
-_early: list[int] = []  # signals recorded by ``hold_from_start``, in order
-_early_previous: dict[int, object] = {}
 
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, unwound like Ctrl-C so that every robot is closed on the way out."""
-
-
-def is_command() -> bool:
-    """Whether this process is the ``twin`` command (its console script or ``python -m twin``),
-    not a program that imports ``twin.cli`` (a test, a notebook: their handlers stay theirs)."""
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None:
-        return spec.name in COMMAND_MODULES
-    return pathlib.Path(getattr(main, "__file__", None) or "").name == "twin"
-
-
-def hold_from_start() -> None:
-    """Record SIGINT and SIGTERM from now until ``main`` installs ``Signals`` (the command's
-    imports); only in the ``twin`` command itself, in its main thread."""
-    if not is_command():
-        return
-    with contextlib.suppress(ValueError):  # not the main thread or interpreter
-        for signum in HANDLED:
-            _early_previous[signum] = signal.signal(signum, lambda n, _f: _early.append(n))
 
 
 def _say(line: str) -> None:
@@ -86,10 +64,10 @@ class Signals:
         as received, and the run is shielded at once (it stops before it starts)."""
         for signum in HANDLED:
             previous = signal.signal(signum, self._handle)
-            self._previous[signum] = _early_previous.pop(signum, previous)
-        if _early:
-            self.received += _early
-            _early.clear()
+            self._previous[signum] = interrupts.early_previous.pop(signum, previous)
+        if interrupts.early:
+            self.received += interrupts.early
+            interrupts.early.clear()
             self.shielded = True
 
     def restore(self) -> None:
