@@ -38,23 +38,11 @@ REPLAY_SEED = os.environ.get("TWIN_SIGNAL_TORTURE_SEED")
 WORKERS = 4
 PHASES = ("import", "connect", "motion", "park")
 STEP_S = 1.0
-COMMAND = [
-    *TWIN,
-    "run",
-    "--backend",
-    "hardware",
-    "--emulate",
-    "--target",
-    "0.40",
-    "0.10",
-    "0.30",
-    "--target",
-    "0.35",
-    "-0.15",
-    "0.25",
-    "--duration",
-    str(STEP_S),
-]
+#: The run: two policy targets (TCP positions, m), ``STEP_S`` each.
+TARGETS = (("0.40", "0.10", "0.30"), ("0.35", "-0.15", "0.25"))
+HARDWARE = ("--backend", "hardware", "--emulate")
+COMMAND = [*TWIN, "run", *HARDWARE, "--duration", str(STEP_S)]
+COMMAND += [arg for target in TARGETS for arg in ("--target", *target)]
 #: A marker's wait and a run's end are bounded (a loaded machine: generous; a hang: a failure).
 MARKER_TIMEOUT_S = 120.0
 END_TIMEOUT_S = 120.0
