@@ -4,6 +4,7 @@
     python tests/cli_signal_helper.py fail --when cleanup   # signalled, then again while it cleans
     python tests/cli_signal_helper.py fail --when park      # signalled while a robot is open
     python tests/cli_signal_helper.py fail --when stale     # a device fault, then a failed park
+    python tests/cli_signal_helper.py fail --when opened    # an error while a robot is open
 
 Each stage prints a line on stdout and waits for a line on stdin, so a test signals the real
 ``twin.cli.main`` at a known point and lets it go on by writing a line (no sleeps):
@@ -17,7 +18,9 @@ Each stage prints a line on stdout and waits for a line on stdin, so a test sign
   unwinding closes the robot, whose park cannot be verified (``ParkError``);
 - ``stale``: as ``park`` but servo 1 goes silent while the arm holds and no signal comes: the
   stale-joints fault refuses a command (``DeviceFaultError``), then the close's park cannot
-  read servo 1 back (``ParkError``): two errors, the first one first.
+  read servo 1 back (``ParkError``): two errors, the first one first;
+- ``opened``: as ``park`` but nothing is silenced: a ``UsageError`` while the robot is open,
+  whose close parks the arm and reads it back.
 
 ``Helper`` (used by the tests) runs it and drives the stages.
 """
@@ -104,7 +107,15 @@ def _stale_then_park(servo: int = 1) -> int:
     return 0
 
 
+def _fail_with_the_arm_open() -> int:
+    with _emulated_robot() as (_, robot):
+        robot.step()
+        raise UsageError("the helper failed on purpose with the arm open")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.when == "opened":
+        return _fail_with_the_arm_open()
     if args.when == "park":
         return _park_unverified()
     if args.when == "stale":
@@ -122,7 +133,9 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("fail", help="fail on purpose (signal tests)")
-    parser.add_argument("--when", choices=("report", "cleanup", "park", "stale"), required=True)
+    parser.add_argument(
+        "--when", choices=("report", "cleanup", "park", "stale", "opened"), required=True
+    )
     parser.set_defaults(func=run)
 
 

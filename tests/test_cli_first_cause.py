@@ -55,6 +55,16 @@ def test_a_device_fault_then_a_failed_park_shows_the_fault_first_then_the_park()
         assert f"servo {pid}: torque on, mode CURRENT_BASED_POSITION (5)" in parked, line
 
 
+def test_an_error_line_says_how_the_servos_were_left_when_no_error_names_them():
+    done = _helper("fail", "--when", "opened")
+    assert done.returncode == 2, done.stderr
+    assert stderr_lines(done.stderr) == [
+        "twin fail: error: the helper failed on purpose with the arm open; the servos were "
+        "parked and read back (servos 1, 2, 3, 4, 5, 6: torque on, mode CURRENT_BASED_POSITION "
+        "(5)), every port is closed"
+    ]
+
+
 def test_debug_shows_both_tracebacks_in_order():
     done = _helper("--debug", "fail", "--when", "stale")
     assert done.returncode == 1, done.stderr

@@ -40,7 +40,9 @@ while an error was being reported (the error's line first, then the interrupted 
 closed stdout (``twin info | head``). The first cause is the one shown: a command that fails
 reports its errors in the order they happened, in one line (``error: <the first>; then: <what
 followed>``, e.g. the stale-joints ``DeviceFaultError`` then the ``ParkError`` of the close it
-led to), with the first one's exit code; ``--debug`` shows the traceback instead. An error
+led to), with the first one's exit code, and, when the run opened servos and no error names
+their states already, how they were left ("; the servos were parked and read back (...)");
+``--debug`` shows the traceback instead. An error
 raised while the run unwinds after a signal replaces the interrupt: the cleanup did not end as
 the interrupted line would promise (``ParkError``: the park is unverified), so it is reported
 as that error, with its own exit code (1 for a device), and the line says it came after the
@@ -72,7 +74,7 @@ from twin.cli import (
     shadow,
     test,
 )
-from twin.cli.closing import errors_in_order, robots_left
+from twin.cli.closing import after_errors, errors_in_order, robots_left
 from twin.cli.common import ArgumentParser
 from twin.cli.signals import Signals, _say
 from twin.interrupts import is_command
@@ -206,7 +208,7 @@ def _run(argv: list[str], signals: Signals, robots: list) -> int:
     after = interrupt is not None or any(_after_interrupt(e) for e in errors)
     errors += closing
     if errors:
-        code = _report(errors, signals.prog, after=after)
+        code = _report(errors, signals.prog, after=after, servos=after_errors(robots, errors))
         if after:
             return code  # the cleanup did not end as an interrupted line would say
     signalled = signals.exit_code(interrupt)
@@ -229,15 +231,16 @@ def _close(robots: list) -> list[Exception]:
     return errors
 
 
-def _report(errors: list[BaseException], prog: str, *, after: bool) -> int:
-    """Report the run's ``errors`` (the first one first) in one line, or the traceback of a bug
-    among them (the chain shows them all); the exit code of the first one (1 for a bug)."""
+def _report(errors: list[BaseException], prog: str, *, after: bool, servos: str = "") -> int:
+    """Report the run's ``errors`` (the first one first) in one line, with how the ``servos``
+    were left if that is to be said, or the traceback of a bug among them (the chain shows them
+    all); the exit code of the first one (1 for a bug)."""
     verdicts = [classify(e) for e in errors]
     if any(v is None for v in verdicts):  # a bug: its traceback, exit code 1 (as Python's own)
         with contextlib.suppress(OSError, ValueError):
             traceback.print_exception(errors[-1], file=sys.stderr)
         return 1
-    message = "; then: ".join(text for _, text in verdicts)
+    message = "; then: ".join(text for _, text in verdicts) + f"; {servos}" * bool(servos)
     _say(f"{prog}: error: {message}" + " (while stopping after an interrupt)" * after)
     return verdicts[0][0]
 

@@ -3,6 +3,8 @@ the order they happened (``twin.cli``'s module doc).
 
     robots_left(robots)    "no robot was opened" / "the servos were parked and read back ..." /
                            "the servos were NOT parked: servo 1: torque on, ..., servo 3: ..."
+    after_errors(r, e)     the same for an error line, where servos were opened and no error
+                           names their states already
     errors_in_order(e)     e's chain of errors, the first one first (``raise ... from`` keeps
                            only the error raised: its message says the cause)
 
@@ -50,6 +52,15 @@ def robots_left(robots: Iterable[object]) -> str:
     with_park = [r for r in robots if getattr(r, "park_report", _NO_PARK) is not _NO_PARK]
     said = list(dict.fromkeys(robot_left(r) for r in with_park or robots))
     return "; ".join(said) if said else "no robot was opened"
+
+
+def after_errors(robots: Iterable[object], errors: Iterable[BaseException]) -> str:
+    """What an error line adds about the servos: how the robots with servos were left, unless
+    none was opened or an error already names every servo's state (a failed park's ``states``)."""
+    robots = [r for r in robots if getattr(r, "park_report", _NO_PARK) is not _NO_PARK]
+    if not robots or any(getattr(e, "states", None) for e in errors):
+        return ""
+    return robots_left(robots)
 
 
 def errors_in_order(error: BaseException) -> list[BaseException]:
