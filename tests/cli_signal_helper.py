@@ -54,14 +54,25 @@ class HeldError(UsageError):
         return "the helper failed on purpose; expected nothing else"
 
 
+class Emulated:
+    """Emulators running in this process (ideal source, no F/T sensor or IMU, short reply
+    timeouts): ``stack`` and ``open_robot()``, a hardware robot on them through ``open_robot``."""
+
+    def __init__(self, stack, model) -> None:
+        self.stack, self.model = stack, model
+
+    def open_robot(self):
+        from twin.backends import open_robot
+
+        return open_robot("hardware", config=self.stack.robot_config(), model=self.model)
+
+
 @contextlib.contextmanager
-def _emulated_robot():
-    """A hardware robot through ``open_robot`` on emulators in this process (ideal source, no
-    F/T sensor or IMU, short reply timeouts); yields ``(stack, robot)``."""
+def emulators():
+    """``Emulated`` for the block."""
     from twin.hardware.emulator import EmulatorStack, IdealSource
     from twin.hardware.emulator.testing import emulator_config
 
-    from twin.backends import open_robot
     from twin.kinematics import ArmModel
 
     model = ArmModel.default()
@@ -72,11 +83,15 @@ def _emulated_robot():
         imu=replace(config.imu, enabled=False),
         bus=replace(config.bus, attempts=2, reply_timeout_s=0.05),
     )
-    with (
-        EmulatorStack(config, IdealSource(effort_limits=model.effort_limits)) as stack,
-        open_robot("hardware", config=stack.robot_config(), model=model) as robot,
-    ):
-        yield stack, robot
+    with EmulatorStack(config, IdealSource(effort_limits=model.effort_limits)) as stack:
+        yield Emulated(stack, model)
+
+
+@contextlib.contextmanager
+def _emulated_robot():
+    """A hardware robot on ``emulators()``; yields ``(stack, robot)``."""
+    with emulators() as emulated, emulated.open_robot() as robot:
+        yield emulated.stack, robot
 
 
 def _park_unverified() -> int:
