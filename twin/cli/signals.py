@@ -18,6 +18,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from typing import NoReturn
 
 from twin import interrupts
@@ -77,11 +78,15 @@ class Signals:
 
     def exit_process(self, code: int) -> NoReturn:
         """End the ``twin`` command with ``code`` once its outcome is said: a signal from now on
-        ends it at once with the same code; the exit functions run (``atexit``), the streams are
-        flushed, and the process ends without the interpreter's finalisation, during which a
-        signal would kill it (the handlers go back to the defaults there)."""
+        ends it at once with the same code; the non-daemon threads are waited for and the exit
+        functions run (``atexit``), as the interpreter would, the streams are flushed, and the
+        process ends without the interpreter's finalisation, during which a signal would kill
+        it (the handlers go back to the defaults there)."""
         for signum in HANDLED:
             signal.signal(signum, lambda _n, _f: _exit_now(code))
+        for thread in threading.enumerate():  # as the interpreter would: wait for the others
+            if not thread.daemon and thread is not threading.current_thread():
+                thread.join()
         atexit._run_exitfuncs()
         _exit_now(code)
 
