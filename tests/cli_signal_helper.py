@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -39,6 +40,27 @@ from twin.cli.common import UsageError
 #: Cycles of ``stale`` before it gives up waiting for the stale-joints fault (it comes within
 #: ``stale_fault_cycles`` failed reads: a few).
 STALE_CYCLES = 200
+
+
+#: A closing line's account of a park read back safe (``twin.cli.closing``), and one group of
+#: servos in the same state within it.
+PARKED = re.compile(r"the servos were parked and read back \((.*)\), every port is closed$")
+SERVO_GROUP = re.compile(r"servos? ([\d, ]+): (.*)")
+SAFE_STATE = "torque on, mode CURRENT_BASED_POSITION (5)"
+
+
+def parked_servos(line: str) -> set[int]:
+    """The servo ids that ``line`` says were parked and read back safe (torque on, current-based
+    position mode; whatever else the read-back names after that), none if it says no park."""
+    found = PARKED.search(line)
+    if found is None:
+        return set()
+    ids: set[int] = set()
+    for group in found.group(1).split("; "):
+        servos = SERVO_GROUP.fullmatch(group)
+        if servos is not None and servos.group(2).startswith(SAFE_STATE):
+            ids |= {int(pid) for pid in servos.group(1).split(", ")}
+    return ids
 
 
 def _stage(name: str) -> None:

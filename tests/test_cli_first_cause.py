@@ -18,6 +18,7 @@ import sys
 import pytest
 from cli_helpers import TWIN, clean_env, stderr_lines
 from cli_signal_helper import __file__ as HELPER
+from cli_signal_helper import parked_servos
 from twin.hardware.arm_bus import SAFE_MODE, ServoState
 
 from twin.cli import closing
@@ -58,11 +59,11 @@ def test_a_device_fault_then_a_failed_park_shows_the_fault_first_then_the_park()
 def test_an_error_line_says_how_the_servos_were_left_when_no_error_names_them():
     done = _helper("fail", "--when", "opened")
     assert done.returncode == 2, done.stderr
-    assert stderr_lines(done.stderr) == [
-        "twin fail: error: the helper failed on purpose with the arm open; the servos were "
-        "parked and read back (servos 1, 2, 3, 4, 5, 6: torque on, mode CURRENT_BASED_POSITION "
-        "(5)), every port is closed"
-    ]
+    (line,) = stderr_lines(done.stderr)
+    assert line.startswith("twin fail: error: the helper failed on purpose with the arm open; "), (
+        line
+    )
+    assert parked_servos(line) == {1, 2, 3, 4, 5, 6}, line
 
 
 def test_debug_shows_both_tracebacks_in_order():
@@ -193,3 +194,10 @@ def test_the_demo_prints_its_table_when_its_recording_fills_the_disk(tmp_path):
         assert f"│ {name} " in out, done.stdout
     summary = rf"demo: \d+ of {len(STEP_NAMES)} steps ok(; failed: .*)?; stopped by an error: "
     assert re.search(summary + "the report in", out), done.stdout
+
+
+def test_the_tests_read_the_closing_line_servo_by_servo():
+    """``parked_servos`` (the tests' reader of closing lines) on lines ``robots_left`` made."""
+    assert parked_servos(closing.robots_left([_Parked({1: ON, 2: ON, 3: ON})])) == {1, 2, 3}
+    assert parked_servos(closing.robots_left([_Parked({1: ON, 2: SILENT})])) == set()
+    assert parked_servos(closing.robots_left([])) == set()

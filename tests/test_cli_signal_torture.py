@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from cli_helpers import TWIN, clean_env, stderr_lines
+from cli_signal_helper import parked_servos
 
 RUNS = int(os.environ.get("TWIN_SIGNAL_TORTURE_RUNS", "24"))
 REPLAY_SEED = os.environ.get("TWIN_SIGNAL_TORTURE_SEED")
@@ -47,10 +48,7 @@ COMMAND += [arg for target in TARGETS for arg in ("--target", *target)]
 MARKER_TIMEOUT_S = 120.0
 END_TIMEOUT_S = 120.0
 SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
-PARKED = re.compile(
-    r"the servos were parked and read back \(servos 1, 2, 3, 4, 5, 6: torque on, mode "
-    r"CURRENT_BASED_POSITION \(5\)\), every port is closed$"
-)
+SERVOS = {1, 2, 3, 4, 5, 6}
 
 
 @dataclass
@@ -208,10 +206,10 @@ def check(t: Trial) -> None:
     assert "holds" not in t.err, str(t)
     opened = any(line.startswith("policy ") for line in t.out)
     if opened:  # the serial robot was open: its servos were parked and each one read back
-        assert PARKED.search(closing), str(t)
+        assert parked_servos(closing) == SERVOS, str(t)
     else:  # parked and read back, or nothing with servos was opened yet
         assert (
-            PARKED.search(closing)
+            parked_servos(closing) == SERVOS
             or closing.endswith(": no robot was opened")
             or closing.endswith(": the PyBulletRobot was closed (it has no servos to park)")
         ), str(t)
