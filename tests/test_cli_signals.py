@@ -151,3 +151,20 @@ def test_sigterm_while_a_hardware_robot_connects_parks_it_and_leaves_no_port_or_
             assert _fds() == fds  # the robot's ports are closed
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [
+        (["python", "-m", "twin", "run"], "twin"),
+        (["python", "-X", "dev", "-W", "error", "-m", "twin.cli", "info"], "twin.cli"),
+        (["python", "-mtwin", "info"], "twin"),
+        (["python", "script.py", "-m", "twin"], None),  # a script's own arguments
+        (["python", "-c", "import twin", "-m", "twin"], None),
+        (["/venv/bin/twin", "run"], None),  # the console script: told by __main__'s file
+    ],
+)
+def test_the_command_is_told_from_the_interpreter_arguments(argv, module):
+    from twin.interrupts import _run_module
+
+    assert _run_module(argv) == module

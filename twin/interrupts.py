@@ -31,6 +31,8 @@ HELD = (signal.SIGINT, signal.SIGTERM)
 #: ``python -m`` module names that are the ``twin`` command, and its console script's name.
 COMMAND_MODULES = ("twin", "twin.cli")
 COMMAND_SCRIPT = "twin"
+#: The interpreter's options that take the next argument as their value.
+OPTIONS_WITH_VALUE = ("-X", "-W", "--check-hash-based-pycs")
 
 _depth = 0  # how many blocks the main thread is inside
 early: list[int] = []  # signals recorded since ``hold_from_start``, in order
@@ -41,11 +43,27 @@ def is_command() -> bool:
     """Whether this process is the ``twin`` command (``python -m twin``, ``python -m twin.cli``
     or the console script), not a program that imports ``twin`` (a test, a notebook: their
     handlers stay theirs). Also right while ``python -m`` is still importing the package."""
-    argv = getattr(sys, "orig_argv", sys.argv)
-    if "-m" in argv[:-1]:
-        return argv[argv.index("-m") + 1] in COMMAND_MODULES
+    module = _run_module(getattr(sys, "orig_argv", sys.argv))
+    if module is not None:
+        return module in COMMAND_MODULES
     main = sys.modules.get("__main__")
     return pathlib.Path(getattr(main, "__file__", None) or "").name == COMMAND_SCRIPT
+
+
+def _run_module(argv: list[str]) -> str | None:
+    """The module of ``python [options] -m MODULE ...`` in the interpreter's ``argv``, or
+    ``None`` (a script, ``-c``, the console script)."""
+    args = iter(argv[1:])
+    for arg in args:
+        if arg == "-m":
+            return next(args, None)
+        if arg.startswith("-m"):
+            return arg[2:]
+        if arg in OPTIONS_WITH_VALUE:
+            next(args, None)
+        elif arg == "-c" or not arg.startswith("-"):
+            return None
+    return None
 
 
 def hold_from_start() -> None:
