@@ -727,7 +727,7 @@ def report_missed(missed: MissedRate, load0: float) -> None:
     print_table(
         f"SerialRobot missed its rate on this machine (load average {load0:.1f} at the start, "
         f"{load:.1f} now): the loop's figures are not measured",
-        ["section", "first error (then what followed)"],
+        ["section", "first error; then: what followed"],
         [[missed.section, missed.cause]],
     )
     emit_json(

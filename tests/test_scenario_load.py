@@ -160,8 +160,8 @@ def test_the_first_error_leads_and_a_wrapped_one_is_not_repeated():
             raise RuntimeError("step 'pick' raised TimeoutError") from e
 
     assert first_error(_raised(implicit)) == (
-        "TimeoutError: no status packet from servo 1 within 100.0 ms "
-        "(then OSError: port closed) (then RuntimeError: park failed)"
+        "TimeoutError: no status packet from servo 1 within 100.0 ms"
+        "; then: OSError: port closed; then: RuntimeError: park failed"
     )
     assert first_error(_raised(wrapped)) == "RuntimeError: step 'pick' raised TimeoutError"
     assert first_error(_raised(suppressed)) == "RuntimeError: park failed"
@@ -221,7 +221,7 @@ def test_bench_serial_reports_a_starved_loop_and_stops_its_emulators(capsys):
     cause = missed.value.cause
     assert missed.value.section == "the loop at its period"
     assert cause.startswith("DeviceFaultError: command refused: joint readings stale"), cycles
-    assert "(then ParkError: SerialRobot.close()" in cause
+    assert "; then: ParkError: SerialRobot.close()" in cause
     figures = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert figures["missed_rate"] is True and figures["targets_met"] is False
     assert figures["cause"] == cause

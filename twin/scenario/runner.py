@@ -159,16 +159,13 @@ def lock_step_config(config):
 
 
 def first_error(e: BaseException) -> str:
-    """``e`` in one line, led by the errors it was raised while handling (its implicit
-    ``__context__`` chain, first one first; an error raised ``from`` another already names
-    it): ``DeviceFaultError: ... (then ParkError: ...)``."""
-    chain = [e]
-    while len(chain) < 8 and not chain[-1].__suppress_context__:
-        if chain[-1].__context__ is None:
-            break
-        chain.append(chain[-1].__context__)
-    first, *later = [f"{type(x).__name__}: {x}" for x in reversed(chain)]
-    return first + "".join(f" (then {line})" for line in later)
+    """``e`` in one line, led by the errors it was raised while handling, first one first
+    (``twin.cli.closing.errors_in_order``; an error raised ``from`` another names it itself), in
+    the ``twin`` command's words: ``DeviceFaultError: ...; then: ParkError: ...``."""
+    from twin.cli.closing import errors_in_order  # here: the CLI package imports every command
+
+    chain = errors_in_order(e) or [e]
+    return "; then: ".join(f"{type(x).__name__}: {x}" for x in chain)
 
 
 def _settle(robot: Robot, q: np.ndarray) -> None:
