@@ -32,9 +32,10 @@ BACKENDS = ("sim", "hardware")
 #: Lock-step waits (s of wall time) for what the emulators answer: a reply, an acknowledgement,
 #: the F/T sensor's first frame after ``R``, the IMU's first sample. In lock-step the emulated
 #: devices answer at once in robot time, so a wait only ends early on a starved machine; these
-#: are long enough that no load a laptop meets ends one (at load 27 on two cores an emulator
-#: thread was seen to wait over 2 s), so a run's figures never depend on the load. A dead
-#: emulator still ends the run, later.
+#: are meant to be longer than any stall a loaded laptop gives (with the earlier 2 s bus wait
+#: and the F/T sensor's 1-2 s waits, hardware scenarios failed their start-up at load 20-38 on
+#: two cores), so a run's figures do not depend on the load. A dead emulator still ends the
+#: run, later.
 LOCK_STEP_WAIT_S = 20.0
 #: Start-up tries of each device in lock-step (``startup.attempts``; the shipped 4 can all
 #: fall within one stall of a loaded machine).
@@ -187,8 +188,8 @@ def run_scenario(
 
     The run's figures do not depend on the machine's load: its planners' budgets count
     collision checks, not seconds (``planning_checks`` a query, through
-    ``planning.settings.counted_budgets``); the sim steps in
-    robot time; the emulated hardware runs in lock-step with generous waits (``_robot``)."""
+    ``planning.settings.counted_budgets``); the sim steps in robot time; the emulated hardware
+    runs in lock-step with generous waits (``_robot``, ``lock_step_config``)."""
     check_metrics(scenario)
     seed = scenario.seed if seed is None else seed
     result = ScenarioResult(scenario, backend, seed)
