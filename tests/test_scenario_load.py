@@ -187,6 +187,22 @@ def test_a_failed_step_is_named_in_the_table_and_the_junit_xml(tmp_path):
     assert "steps_ok: expected == 9, measured 2" in failure.text
 
 
+def test_a_plan_that_fails_is_the_cause_of_a_plan_execute_run(tmp_path):
+    """The shipped table scenario with its goal's shoulder beyond the soft limits: the
+    planner's error and its reason are the cause; the figures of the motion are not measured."""
+    text = (shipped_suite() / "plan_around_table.toml").read_text(encoding="utf-8")
+    goals = next(line for line in text.splitlines() if line.startswith("goals = "))
+    path = tmp_path / "beyond.toml"
+    path.write_text(text.replace(goals, "goals = [[0.9, 2.9, 1.1, 0.0, 0.9, 0.0]]"))
+    result = run_scenario(load_scenario(path), "sim")
+    assert result.cause.startswith("plan: kinematic_violation (goal 0: joint ")
+    assert "at 2.9000 rad is outside its soft limits" in result.cause
+    assert result.metrics["plan_success"] is False
+    assert result.metrics["final_tcp_error_m"] is None
+    assert result.failures()[0] == f"beyond [sim] cause: {result.cause}"
+    assert table([result]).splitlines()[1].endswith(result.cause)
+
+
 # ------------------------------------------------------------------- bench_serial, starved
 @pytest.mark.slow
 def test_bench_serial_reports_a_starved_loop_and_stops_its_emulators(capsys):
