@@ -17,6 +17,7 @@ from twin.hardware.emulator.testing import emulator_config
 
 from twin.kinematics import ArmModel
 from twin.robot import ControlDiagnostics, JointCommand
+from twin.scenario.runner import lock_step_config  # waits no load ends (issue 31, item 12)
 
 MODEL = ArmModel.default()
 
@@ -31,7 +32,7 @@ def _config(**overrides):
 def test_lock_step_diagnostics_are_exact_and_do_not_warn():
     clock = ManualClock()
     with (
-        EmulatorStack(_config(), IdealSource(), clock=clock) as stack,
+        EmulatorStack(lock_step_config(_config()), IdealSource(), clock=clock) as stack,
         SerialRobot(stack.robot_config(), model=MODEL, clock=clock) as robot,
     ):
         d0 = robot.diagnostics()
