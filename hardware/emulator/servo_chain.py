@@ -57,7 +57,10 @@ from twin.hardware.protocols.dynamixel_cycle import CycleRequests, FastStatusWri
 from twin.hardware.protocols.dynamixel_table import (
     ALERT_BIT,
     BROADCAST_ID,
+    BUS_WATCHDOG_MAX,
+    BUS_WATCHDOG_TRIPPED,
     EEPROM_END,
+    GOAL_REGISTERS,
     MAX_GAIN,
     PRESENT_BLOCK_ADDRESS,
     HardwareError,
@@ -71,6 +74,8 @@ from twin.hardware.protocols.dynamixel_table import (
 
 _REGISTERS = XTable.registers()
 _RETURN_DELAY = XTable.RETURN_DELAY_TIME.address  # a one-byte register
+_BUS_WATCHDOG = XTable.BUS_WATCHDOG.address  # a one-byte register; 0xFF: tripped (-1)
+_WATCHDOG_UNIT_US = round(Units.BUS_WATCHDOG_S * 1e6)
 _PRESENT_BLOCK = struct.Struct("<hii")  # Present Current, Velocity, Position (126..135)
 _CURRENT_RANGE = (-(2**15), 2**15 - 1)  # Present Current (int16), Velocity, Position (int32)
 _INT32_RANGE = (-(2**31), 2**31 - 1)
@@ -221,6 +226,13 @@ class EmulatedServo:
         return StatusError.NONE
 
     def _check_value(self, reg: Register, value: int, regs) -> StatusError:
+        tripped = self.get(XTable.BUS_WATCHDOG) == BUS_WATCHDOG_TRIPPED
+        if reg in GOAL_REGISTERS and tripped:
+            return StatusError.DATA_RANGE  # read-only until the host writes 0 to Bus Watchdog
+        if reg is XTable.BUS_WATCHDOG and not (
+            value == 0 or (0 < value <= BUS_WATCHDOG_MAX and not tripped)
+        ):
+            return StatusError.DATA_RANGE  # 0..127; a trip is cleared with 0 before re-arming
         new = {r.name: v for r, v in regs}
         mode = new.get("operating_mode", self.get(XTable.OPERATING_MODE))
         if reg is XTable.OPERATING_MODE and value not in OperatingMode._value2member_map_:
@@ -326,6 +338,14 @@ class ServoChainEmulator:
         self.timeline: collections.deque | None = None
         self._cpu_mark = 0.0
         self.instructions = 0
+        #: The servos whose Bus Watchdog is armed (1..127), the clock time (us) of the last
+        #: instruction addressed to each and of the last broadcast one, whether an alarm is set
+        #: on the source for the earliest deadline, and each trip as ``(id, t_us)``.
+        self._wd_armed: set[int] = set()
+        self._heard_us: dict[int, int] = {}
+        self._heard_all_us = 0
+        self._wd_alarm = False
+        self.watchdog_trips: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self._refresh()
         for s in self.servos.values():
@@ -345,6 +365,78 @@ class ServoChainEmulator:
             s.set(XTable.HARDWARE_ERROR_STATUS, s.hw_error | int(error))
             s.set(XTable.TORQUE_ENABLE, 0)
             self._update_drive(pid)
+
+    # ----------------------------------------------------------------- bus watchdog
+    def _heard(self, pid: int) -> None:
+        """An instruction packet addressed to servo ``pid`` (``BROADCAST_ID``: to every servo)
+        was received: its Bus Watchdog interval starts again (``docs/protocols/dynamixel.md``,
+        "Bus Watchdog"). Nothing to do while no servo has it armed."""
+        if not self._wd_armed:
+            return
+        now = self.clock.now_us()
+        if pid == BROADCAST_ID:
+            self._heard_all_us = now
+        else:
+            self._heard_us[pid] = now
+        if not self._wd_alarm:
+            with self.source.lock:
+                self._wd_schedule()
+
+    def _wd_deadline(self, s: EmulatedServo) -> int | None:
+        """When servo ``s``'s Bus Watchdog trips if it hears nothing more (clock us), or None
+        (not armed, or torque off: it watches only while the torque is on)."""
+        units = s.get(XTable.BUS_WATCHDOG)
+        if units <= 0 or not s.get(XTable.TORQUE_ENABLE):
+            return None
+        return max(self._heard_all_us, self._heard_us.get(s.id, 0)) + units * _WATCHDOG_UNIT_US
+
+    def _wd_schedule(self) -> None:
+        """Set the source's alarm at the earliest deadline (source lock held)."""
+        deadlines = [
+            d
+            for pid in list(self._wd_armed)
+            if (s := self.servos.get(pid)) is not None and (d := self._wd_deadline(s)) is not None
+        ]
+        self._wd_alarm = bool(deadlines)
+        if deadlines:
+            self.source.set_alarm(min(deadlines), self._wd_check)
+
+    def _wd_check(self, t_us: int) -> None:
+        """The source's alarm at ``t_us`` (source lock held, physics at ``t_us``): every servo
+        whose deadline has passed trips; the alarm is set again for the others."""
+        for pid in list(self._wd_armed):
+            s = self.servos.get(pid)
+            deadline = None if s is None else self._wd_deadline(s)
+            if deadline is not None and deadline <= t_us:
+                self._trip(s, t_us)
+        self._wd_schedule()
+
+    def _trip(self, s: EmulatedServo, t_us: int) -> None:
+        """Servo ``s``'s Bus Watchdog trips: it stops (position modes: Goal Position becomes
+        Present Position, held with its gains; current, velocity and PWM modes: the mode's goal
+        becomes 0), Bus Watchdog reads -1 and the goals are read-only."""
+        mode = s.get(XTable.OPERATING_MODE)
+        if mode in _POSITION_MODES:
+            j = self.joint_of[s.id]
+            direction, zero, tpr = self._joint_units[j][:3]
+            q = float(self.source.joint_state()[0][j])
+            lo, hi = (
+                (s.get(XTable.MIN_POSITION_LIMIT), s.get(XTable.MAX_POSITION_LIMIT))
+                if mode == OperatingMode.POSITION
+                else (-Units.EXTENDED_POSITION_LIMIT, Units.EXTENDED_POSITION_LIMIT)
+            )
+            s.set(XTable.GOAL_POSITION, min(max(round(zero + direction * q * tpr), lo), hi))
+        else:
+            goal = {
+                OperatingMode.CURRENT: XTable.GOAL_CURRENT,
+                OperatingMode.VELOCITY: XTable.GOAL_VELOCITY,
+                OperatingMode.PWM: XTable.GOAL_PWM,
+            }.get(mode)
+            if goal is not None:
+                s.set(goal, 0)
+        s.set(XTable.BUS_WATCHDOG, BUS_WATCHDOG_TRIPPED)
+        self.watchdog_trips.append((s.id, t_us))
+        self._update_drive(s.id)
 
     # ----------------------------------------------------------------- physics link
     def _refresh(self) -> None:
@@ -379,6 +471,11 @@ class ServoChainEmulator:
         s, j = self.servos[pid], self.joint_of[pid]
         direction, zero, tpr, unit, kp_unit, kd_unit, vel_unit = self._joint_units[j]
         get = s.get
+        tripped = s.table[_BUS_WATCHDOG] == 0xFF  # Bus Watchdog -1: the goals are read-only
+        if get(XTable.BUS_WATCHDOG) > 0:
+            self._wd_armed.add(pid)
+        else:
+            self._wd_armed.discard(pid)
         s.goal_drive = None
         self._goal_consts[0, j] = 0.0  # not holding (set again below where it does)
         mode = get(XTable.OPERATING_MODE)
@@ -398,9 +495,10 @@ class ServoChainEmulator:
                 lo, hi = get(XTable.MIN_POSITION_LIMIT), get(XTable.MAX_POSITION_LIMIT)
             else:
                 lo, hi = -Units.EXTENDED_POSITION_LIMIT, Units.EXTENDED_POSITION_LIMIT
-            s.goal_drive = (j, direction, zero, tpr, lo, hi)
-            if s.id == self.map.ids[j]:
-                self._goal_consts[:, j] = (1.0, lo, hi, direction, zero, tpr)
+            if not tripped:  # the cycle's fast paths take goals only from a servo that may
+                s.goal_drive = (j, direction, zero, tpr, lo, hi)
+                if s.id == self.map.ids[j]:
+                    self._goal_consts[:, j] = (1.0, lo, hi, direction, zero, tpr)
             drive = Drive(
                 DriveKind.PD,
                 q_goal=direction * (float(get(XTable.GOAL_POSITION)) - zero) / tpr,
@@ -435,6 +533,7 @@ class ServoChainEmulator:
                 with self._lock:
                     self.instructions += 1
                     replies = self._handle(packet)
+                    self._heard(packet.id)
                 self._reply(now, dxl.MIN_PACKET_LENGTH + len(packet.params), replies)
 
     def _on_cycle(self, now: float, goals: tuple[int, ...] | None, read: bool) -> bool:
@@ -451,6 +550,7 @@ class ServoChainEmulator:
                 self.instructions += 1
                 self._refresh()
                 replies = self._present_reply()
+            self._heard(BROADCAST_ID)
         if goals is not None:
             self._reply(now, self.cycle.goal_bytes, [])
         if read:
@@ -473,6 +573,7 @@ class ServoChainEmulator:
             if flags & 2:
                 self.instructions += 1
                 replies = self._present_reply_compiled()
+            self._heard(BROADCAST_ID)
         if flags & 1:
             self._reply(now, self.cycle.goal_bytes, [])
         if flags & 2:
