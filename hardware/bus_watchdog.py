@@ -40,10 +40,12 @@ from twin.robot import ControlDiagnostics
 if TYPE_CHECKING:
     from twin.hardware.drivers.dynamixel_bus import DynamixelBus
 
-#: The Bus Watchdog is armed to this many control periods (rounded up to 20 ms units): 40 ms at
-#: the shipped 4 ms, long enough for a late cycle or two, short enough that a stalled arm moves
-#: little (``docs/faults/serial.md``, "Host stall").
-ARM_PERIODS = 10
+#: The Bus Watchdog is armed to this many control periods (rounded up to 20 ms units): 20 ms at
+#: the shipped 4 ms, the register's smallest step. A 0.5 s stall of an arm moving at 0.9 rad/s
+#: moved a joint 0.041 rad at most (0.051 armed at 40 ms; the wrist's soft hold gains carry it
+#: on after the trip); a host late by more than four periods trips it and the next cycle recovers
+#: (``docs/faults/serial.md``, "Host stall").
+ARM_PERIODS = 5
 #: A trip is looked for after a gap in the host's cycle longer than the armed time less this many
 #: periods (the servo counts from when each instruction reached it), and at least this often (s).
 GAP_MARGIN_PERIODS = 2
