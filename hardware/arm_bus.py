@@ -213,7 +213,7 @@ class ArmBus:
         self.mode = config.control_mode
         self.effort = np.asarray(effort_limits, float)
         self.current_limit = np.array([j.current_limit for j in config.joints])
-        # Goal Current in servo mode: the torque limit, the effort limit where the servo allows it.
+        # Goal Current (Operating Mode 5): the torque limit, the effort limit where the servo allows.
         self.goal_current = np.minimum(
             np.rint(self.effort / self.map.torque_unit), self.current_limit
         ).astype(int)

@@ -49,7 +49,7 @@ ARM_PERIODS = 5
 #: A trip is looked for after a gap in the host's cycle longer than the armed time less this many
 #: periods (the servo counts from when each instruction reached it), and at least this often (s).
 GAP_MARGIN_PERIODS = 2
-CHECK_INTERVAL_S = 2.0
+CHECK_INTERVAL_S = 1.0
 
 
 def watchdog_units(period_s: float) -> int:

@@ -345,6 +345,7 @@ class ServoChainEmulator:
         self._heard_us: dict[int, int] = {}
         self._heard_all_us = 0
         self._wd_alarm = False
+        self._rx_us: int | None = None  # when the bytes being handled were received (clock us)
         self.watchdog_trips: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self._refresh()
@@ -369,11 +370,12 @@ class ServoChainEmulator:
     # ----------------------------------------------------------------- bus watchdog
     def _heard(self, pid: int) -> None:
         """An instruction packet addressed to servo ``pid`` (``BROADCAST_ID``: to every servo)
-        was received: its Bus Watchdog interval starts again (``docs/protocols/dynamixel.md``,
-        "Bus Watchdog"). Nothing to do while no servo has it armed."""
-        if not self._wd_armed:
+        was received (at ``_rx_us``): its Bus Watchdog interval starts again
+        (``docs/protocols/dynamixel.md``, "Bus Watchdog"). Nothing to do while no servo has it
+        armed."""
+        now = self._rx_us
+        if not self._wd_armed or now is None:
             return
-        now = self.clock.now_us()
         if pid == BROADCAST_ID:
             self._heard_all_us = now
         else:
@@ -390,8 +392,9 @@ class ServoChainEmulator:
             return None
         return max(self._heard_all_us, self._heard_us.get(s.id, 0)) + units * _WATCHDOG_UNIT_US
 
-    def _wd_schedule(self) -> None:
-        """Set the source's alarm at the earliest deadline (source lock held)."""
+    def _wd_schedule(self, after_us: int = -1) -> None:
+        """Set the source's alarm at the earliest deadline, or 1 ms after ``after_us`` if that is
+        later (source lock held)."""
         deadlines = [
             d
             for pid in list(self._wd_armed)
@@ -399,17 +402,27 @@ class ServoChainEmulator:
         ]
         self._wd_alarm = bool(deadlines)
         if deadlines:
-            self.source.set_alarm(min(deadlines), self._wd_check)
+            self.source.set_alarm(max(min(deadlines), after_us + 1000), self._wd_check)
 
     def _wd_check(self, t_us: int) -> None:
         """The source's alarm at ``t_us`` (source lock held, physics at ``t_us``): every servo
-        whose deadline has passed trips; the alarm is set again for the others."""
+        whose deadline has passed trips, unless an instruction reached the chain before it that
+        its thread has not handled yet (bytes still in the pty, or being handled: a loaded
+        machine's emulator is late, a servo is not); the alarm is set again for the others."""
+        rx = self._rx_us
+        waiting = self.port.input_waiting()
         for pid in list(self._wd_armed):
             s = self.servos.get(pid)
             deadline = None if s is None else self._wd_deadline(s)
-            if deadline is not None and deadline <= t_us:
-                self._trip(s, t_us)
-        self._wd_schedule()
+            if (
+                deadline is None
+                or deadline > t_us
+                or waiting
+                or (rx is not None and rx <= deadline)
+            ):
+                continue
+            self._trip(s, t_us)
+        self._wd_schedule(t_us)
 
     def _trip(self, s: EmulatedServo, t_us: int) -> None:
         """Servo ``s``'s Bus Watchdog trips: it stops (position modes: Goal Position becomes
@@ -517,6 +530,13 @@ class ServoChainEmulator:
 
     # ----------------------------------------------------------------- protocol
     def _on_data(self, data: bytes) -> None:
+        self._rx_us = self.clock.now_us()  # when the servos heard it (Bus Watchdog)
+        try:
+            self._on_bytes(data)
+        finally:
+            self._rx_us = None
+
+    def _on_bytes(self, data: bytes) -> None:
         now = time.perf_counter()
         if self.timeline is not None:
             self._cpu_mark = time.thread_time()
