@@ -19,6 +19,7 @@ from twin.hardware.bus_watchdog import watchdog_units
 from twin.hardware.config import load_config
 from twin.hardware.emulator import EmulatorStack, IdealSource, ServoChainEmulator
 from twin.hardware.emulator.testing import emulator_config
+from twin.hardware.emulator.testing import status_replies as _replies
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.dynamixel_table import OperatingMode, StatusError, XTable
 
@@ -46,16 +47,6 @@ def chain(tmp_path):
     yield emu, port, clock
     port.close()
     emu.close()
-
-
-def _replies(port, n: int) -> list[dxl.StatusPacket]:
-    parser, out = dxl.DynamixelStreamParser(), []
-    while len(out) < n:
-        chunk = port.read(max(1, port.in_waiting))
-        if not chunk:
-            raise TimeoutError(f"got {len(out)} of {n} status packets")
-        out += parser.feed(chunk)
-    return out
 
 
 def _write(port, reg, value: int, pid: int = PID) -> StatusError:
