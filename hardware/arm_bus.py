@@ -38,6 +38,7 @@ from twin.hardware.bus_watchdog import BusWatchdog, watchdog_units
 from twin.hardware.config import HardwareConfig
 from twin.hardware.drivers.dynamixel_bus import DynamixelBus
 from twin.hardware.errors import (
+    ConfigError,
     DeviceStatusError,
     DisconnectedError,
     InvalidArgumentError,
@@ -229,6 +230,8 @@ class ArmBus:
         #: (5, n) staging rows of ``torque_targets`` (q, qd, u, hold kp, hold kd)
         self._torque_rows = np.zeros((5, len(self.ids)))
         self._torque_rows[3:] = config.hold_kp, config.hold_kd
+        if self.mode == "current":
+            self._check_torque_gains()
 
     # ------------------------------------------------------------------ set-up
     def initialise(
@@ -474,6 +477,19 @@ class ArmBus:
                 self._gains = gains
             self._sent_gains = (targets.p_gain, targets.d_gain)
         return self._goal_writer.encode(targets.goal_ticks, checked=True)
+
+    def _check_torque_gains(self) -> None:
+        """``current`` mode needs a Position P gain on every servo to send a torque through:
+        ``ConfigError`` naming the joints whose ``robot.hold_kp`` rounds to P = 0."""
+        p, _ = self.map.gains_from_kp_kd(*self._torque_rows[3:])
+        zero = [self.config.joints[j].name for j in np.flatnonzero(p == 0)]
+        if zero:
+            raise ConfigError(
+                f"{self.config.source}: control_mode = 'current' sends each joint's torque as a "
+                "goal position against the servo's Position P gain, robot.hold_kp; it rounds to "
+                f"P = 0 on {', '.join(zero)} (expected at least "
+                f"{', '.join(f'{u / 2:.3g}' for u in self.map.kp_unit[p == 0])} N m/rad)"
+            )
 
     def torque_targets(
         self, u: np.ndarray, q: np.ndarray, qd: np.ndarray, *, hold: bool = False

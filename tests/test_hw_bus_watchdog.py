@@ -14,7 +14,7 @@ import pytest
 import serial
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from twin.hardware import ManualClock, SerialRobot
+from twin.hardware import ConfigError, ManualClock, SerialRobot
 from twin.hardware.bus_watchdog import watchdog_units
 from twin.hardware.config import load_config
 from twin.hardware.emulator import EmulatorStack, IdealSource, ServoChainEmulator
@@ -293,3 +293,12 @@ def test_host_stall_in_current_mode_moves_no_joint_more_than_0_05_rad():
         assert "tripped" in d.last and "armed again" in d.last
         assert _armed(stack) == dict.fromkeys(MAP.ids, 1)
         assert any(e.flag == Health.WATCHDOG and "tripped" in e.detail for e in robot.health_events)
+
+
+def test_current_mode_refuses_a_hold_gain_that_cannot_carry_a_torque():
+    config = replace(_config("current"), hold_kp=(120.0, 240.0, 0.0, 25.0, 25.0, 0.01))
+    with pytest.raises(ConfigError) as err:
+        SerialRobot(config, model=MODEL)
+    text = str(err.value)
+    assert "robot.hold_kp" in text and "P = 0 on joint_3, joint_6" in text
+    assert "expected at least 0.0535, 0.0122 N m/rad" in text
