@@ -245,7 +245,7 @@ def test_lock_step_stall_trips_and_is_recovered_with_a_hold(lock_step):
             clock.advance(5_000)
             stack.source.advance_to(clock.now_us())
             excursion = max(excursion, float(np.max(np.abs(stack.source.joint_state()[0] - q0))))
-        assert excursion < 0.05
+        assert excursion < 0.05, (excursion, stack.servos.watchdog_trips, robot.diagnostics())
         trips = stack.servos.watchdog_trips
         assert sorted(pid for pid, _ in trips) == list(MAP.ids)
         assert all(t == t0 + 20_000 for _, t in trips)  # 20 ms after the last cycle's read
@@ -285,8 +285,10 @@ def test_host_stall_in_current_mode_moves_no_joint_more_than_0_05_rad():
             time.sleep(0.005)
             excursion = max(excursion, float(np.max(np.abs(stack.source.joint_state()[0] - q0))))
         assert excursion < 0.05, excursion
-        stalled = [pid for pid, t in stack.servos.watchdog_trips if t > t0]
-        assert sorted(stalled) == list(MAP.ids)  # every servo stopped servo-side
+        # every servo stopped servo-side (in the stall, or before it if a loaded machine's
+        # late cycle tripped it and the host has not looked yet: it holds either way)
+        assert _armed(stack) == dict.fromkeys(MAP.ids, -1)
+        assert all(t < t0 + 100_000 for _, t in stack.servos.watchdog_trips)
         robot.step()
         d = robot.diagnostics().bus_watchdog
         assert d.trips == d.recoveries == trips_before + 1

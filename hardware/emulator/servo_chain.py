@@ -346,6 +346,7 @@ class ServoChainEmulator:
         self._heard_all_us = 0
         self._wd_alarm = False
         self._rx_us: int | None = None  # when the bytes being handled were received (clock us)
+        self._rx_unheard = False  # and no instruction of them has been heard yet (``_heard``)
         self.watchdog_trips: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self._refresh()
@@ -374,6 +375,7 @@ class ServoChainEmulator:
         (``docs/protocols/dynamixel.md``, "Bus Watchdog"). Nothing to do while no servo has it
         armed."""
         now = self._rx_us
+        self._rx_unheard = False
         if not self._wd_armed or now is None:
             return
         if pid == BROADCAST_ID:
@@ -407,9 +409,10 @@ class ServoChainEmulator:
     def _wd_check(self, t_us: int) -> None:
         """The source's alarm at ``t_us`` (source lock held, physics at ``t_us``): every servo
         whose deadline has passed trips, unless an instruction reached the chain before it that
-        its thread has not handled yet (bytes still in the pty, or being handled: a loaded
-        machine's emulator is late, a servo is not); the alarm is set again for the others."""
-        rx = self._rx_us
+        its thread has not handled yet (bytes still in the pty, or read and not yet heard: a
+        loaded machine's emulator is late, a servo is not); the alarm is set again for the
+        others."""
+        rx = self._rx_us if self._rx_unheard else None
         waiting = self.port.input_waiting()
         for pid in list(self._wd_armed):
             s = self.servos.get(pid)
@@ -531,6 +534,7 @@ class ServoChainEmulator:
     # ----------------------------------------------------------------- protocol
     def _on_data(self, data: bytes) -> None:
         self._rx_us = self.clock.now_us()  # when the servos heard it (Bus Watchdog)
+        self._rx_unheard = True
         try:
             self._on_bytes(data)
         finally:
