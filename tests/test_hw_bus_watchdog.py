@@ -87,7 +87,7 @@ def test_current_mode_trip_zeroes_the_goal_and_refuses_goals_until_cleared(chain
     assert _read(port, XTable.BUS_WATCHDOG) == 2  # 30 ms < 40 ms; this READ starts it again
     clock.advance(100_000)  # nothing on the bus for 100 ms: the trip is at 30 + 40 ms
     assert _read(port, XTable.BUS_WATCHDOG) == -1
-    assert emu.watchdog_trips == [(PID, t0 + 70_000)]  # at its deadline, in physics time
+    assert emu.watchdog.trips == [(PID, t0 + 70_000)]  # at its deadline, in physics time
     assert _read(port, XTable.GOAL_CURRENT) == 0  # stopped: the joint runs free
     assert _read(port, XTable.TORQUE_ENABLE) == 1
     velocity = _read(port, XTable.PRESENT_VELOCITY)
@@ -134,7 +134,7 @@ def test_no_trip_with_torque_off_or_while_instructions_come(chain):
     clock.advance(1_000_000)
     assert _read(port, XTable.BUS_WATCHDOG, pid=2) == 1  # torque off: not watching
     assert _read(port, XTable.BUS_WATCHDOG) == -1
-    assert [pid for pid, _ in emu.watchdog_trips] == [PID]
+    assert [pid for pid, _ in emu.watchdog.trips] == [PID]
 
 
 @settings(max_examples=25, deadline=None)
@@ -160,7 +160,7 @@ def test_trips_at_the_first_gap_longer_than_armed(tmp_path_factory, units, gaps_
                 expected = last + units * UNIT_US
             assert value == (units if expected is None else -1)
             last = clock.now_us()
-        assert emu.watchdog_trips == ([] if expected is None else [(PID, expected)])
+        assert emu.watchdog.trips == ([] if expected is None else [(PID, expected)])
     finally:
         port.close()
         emu.close()
@@ -215,7 +215,7 @@ def test_armed_at_the_first_cycle_in_current_mode_and_disarmed_by_the_park(lock_
     assert _armed(stack) == dict.fromkeys(MAP.ids, 0)  # the park holds without the host
     clock.advance(1_000_000)
     stack.source.advance_to(clock.now_us())
-    assert stack.servos.watchdog_trips == []
+    assert stack.servos.watchdog.trips == []
 
 
 def test_servo_mode_leaves_it_off():
@@ -245,8 +245,8 @@ def test_lock_step_stall_trips_and_is_recovered_with_a_hold(lock_step):
             clock.advance(5_000)
             stack.source.advance_to(clock.now_us())
             excursion = max(excursion, float(np.max(np.abs(stack.source.joint_state()[0] - q0))))
-        assert excursion < 0.05, (excursion, stack.servos.watchdog_trips, robot.diagnostics())
-        trips = stack.servos.watchdog_trips
+        assert excursion < 0.05, (excursion, stack.servos.watchdog.trips, robot.diagnostics())
+        trips = stack.servos.watchdog.trips
         assert sorted(pid for pid, _ in trips) == list(MAP.ids)
         assert all(t == t0 + 20_000 for _, t in trips)  # 20 ms after the last cycle's read
         robot.step()  # finds the trip, clears and re-arms it, holds the measured position
@@ -324,7 +324,7 @@ def test_host_stall_in_current_mode_moves_no_joint_more_than_0_05_rad():
         # every servo stopped servo-side (in the stall, or before it if a loaded machine's
         # late cycle tripped it and the host has not looked yet: it holds either way)
         assert _armed(stack) == dict.fromkeys(MAP.ids, -1)
-        assert all(t < t0 + 100_000 for _, t in stack.servos.watchdog_trips)
+        assert all(t < t0 + 100_000 for _, t in stack.servos.watchdog.trips)
         robot.step()
         d = robot.diagnostics().bus_watchdog
         assert d.trips == d.recoveries == trips_before + 1

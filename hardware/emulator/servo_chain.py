@@ -10,6 +10,8 @@ reply). With ``fast_read=False`` the servos are of a firmware without the fast r
 0x8A and 0x9A, as any broadcast instruction they do not know. Writes are checked: undefined or read-only addresses and EEPROM writes while torque is
 on answer ACCESS, out-of-range values DATA_RANGE / DATA_LIMIT, partial registers DATA_LENGTH. A
 latched hardware error sets the alert bit of every status packet and turns the torque off.
+Each servo's Bus Watchdog (98) trips as the control table defines it (``WatchdogTimer``, the
+deadlines; ``_trip``, the stop; ``docs/protocols/dynamixel.md``, "Bus Watchdog (98)").
 ``wire_baud`` models the wire at that baud rate (10 bits a byte, half duplex): every instruction
 holds it for its bytes, and each reply arrives when its last byte would, so a configuration that
 cannot reach its rate on a real bus misses it here too, and six status packets cost what they
@@ -40,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 from twin.hardware.emulator import _compiled
+from twin.hardware.emulator.bus_watchdog import WatchdogTimer
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
 from twin.hardware.emulator.quiet import QuietWindow
@@ -75,7 +78,6 @@ from twin.hardware.protocols.dynamixel_table import (
 _REGISTERS = XTable.registers()
 _RETURN_DELAY = XTable.RETURN_DELAY_TIME.address  # a one-byte register
 _BUS_WATCHDOG = XTable.BUS_WATCHDOG.address  # a one-byte register; 0xFF: tripped (-1)
-_WATCHDOG_UNIT_US = round(Units.BUS_WATCHDOG_S * 1e6)
 _PRESENT_BLOCK = struct.Struct("<hii")  # Present Current, Velocity, Position (126..135)
 _CURRENT_RANGE = (-(2**15), 2**15 - 1)  # Present Current (int16), Velocity, Position (int32)
 _INT32_RANGE = (-(2**31), 2**31 - 1)
@@ -338,16 +340,10 @@ class ServoChainEmulator:
         self.timeline: collections.deque | None = None
         self._cpu_mark = 0.0
         self.instructions = 0
-        #: The servos whose Bus Watchdog is armed (1..127), the clock time (us) of the last
-        #: instruction addressed to each and of the last broadcast one, whether an alarm is set
-        #: on the source for the earliest deadline, and each trip as ``(id, t_us)``.
-        self._wd_armed: set[int] = set()
-        self._heard_us: dict[int, int] = {}
-        self._heard_all_us = 0
-        self._wd_alarm = False
-        self._rx_us: int | None = None  # when the bytes being handled were received (clock us)
-        self._rx_unheard = False  # and no instruction of them has been heard yet (``_heard``)
-        self.watchdog_trips: list[tuple[int, int]] = []
+        #: The servos' Bus Watchdog deadlines (``watchdog.trips``: each trip, ``(id, t_us)``).
+        self.watchdog = WatchdogTimer(
+            source, self.servos, lambda: self.port.input_waiting(), self._trip
+        )
         self._lock = threading.Lock()
         self._refresh()
         for s in self.servos.values():
@@ -369,64 +365,6 @@ class ServoChainEmulator:
             self._update_drive(pid)
 
     # ----------------------------------------------------------------- bus watchdog
-    def _heard(self, pid: int) -> None:
-        """An instruction packet addressed to servo ``pid`` (``BROADCAST_ID``: to every servo)
-        was received (at ``_rx_us``): its Bus Watchdog interval starts again
-        (``docs/protocols/dynamixel.md``, "Bus Watchdog"). Nothing to do while no servo has it
-        armed."""
-        now = self._rx_us
-        self._rx_unheard = False
-        if not self._wd_armed or now is None:
-            return
-        if pid == BROADCAST_ID:
-            self._heard_all_us = now
-        else:
-            self._heard_us[pid] = now
-        if not self._wd_alarm:
-            with self.source.lock:
-                self._wd_schedule()
-
-    def _wd_deadline(self, s: EmulatedServo) -> int | None:
-        """When servo ``s``'s Bus Watchdog trips if it hears nothing more (clock us), or None
-        (not armed, or torque off: it watches only while the torque is on)."""
-        units = s.get(XTable.BUS_WATCHDOG)
-        if units <= 0 or not s.get(XTable.TORQUE_ENABLE):
-            return None
-        return max(self._heard_all_us, self._heard_us.get(s.id, 0)) + units * _WATCHDOG_UNIT_US
-
-    def _wd_schedule(self, after_us: int = -1) -> None:
-        """Set the source's alarm at the earliest deadline, or 1 ms after ``after_us`` if that is
-        later (source lock held)."""
-        deadlines = [
-            d
-            for pid in list(self._wd_armed)
-            if (s := self.servos.get(pid)) is not None and (d := self._wd_deadline(s)) is not None
-        ]
-        self._wd_alarm = bool(deadlines)
-        if deadlines:
-            self.source.set_alarm(max(min(deadlines), after_us + 1000), self._wd_check)
-
-    def _wd_check(self, t_us: int) -> None:
-        """The source's alarm at ``t_us`` (source lock held, physics at ``t_us``): every servo
-        whose deadline has passed trips, unless an instruction reached the chain before it that
-        its thread has not handled yet (bytes still in the pty, or read and not yet heard: a
-        loaded machine's emulator is late, a servo is not); the alarm is set again for the
-        others."""
-        rx = self._rx_us if self._rx_unheard else None
-        waiting = self.port.input_waiting()
-        for pid in list(self._wd_armed):
-            s = self.servos.get(pid)
-            deadline = None if s is None else self._wd_deadline(s)
-            if (
-                deadline is None
-                or deadline > t_us
-                or waiting
-                or (rx is not None and rx <= deadline)
-            ):
-                continue
-            self._trip(s, t_us)
-        self._wd_schedule(t_us)
-
     def _trip(self, s: EmulatedServo, t_us: int) -> None:
         """Servo ``s``'s Bus Watchdog trips: it stops (position modes: Goal Position becomes
         Present Position, held with its gains; current, velocity and PWM modes: the mode's goal
@@ -451,7 +389,6 @@ class ServoChainEmulator:
             if goal is not None:
                 s.set(goal, 0)
         s.set(XTable.BUS_WATCHDOG, BUS_WATCHDOG_TRIPPED)
-        self.watchdog_trips.append((s.id, t_us))
         self._update_drive(s.id)
 
     # ----------------------------------------------------------------- physics link
@@ -488,10 +425,7 @@ class ServoChainEmulator:
         direction, zero, tpr, unit, kp_unit, kd_unit, vel_unit = self._joint_units[j]
         get = s.get
         tripped = s.table[_BUS_WATCHDOG] == 0xFF  # Bus Watchdog -1: the goals are read-only
-        if get(XTable.BUS_WATCHDOG) > 0:
-            self._wd_armed.add(pid)
-        else:
-            self._wd_armed.discard(pid)
+        self.watchdog.update(s)
         s.goal_drive = None
         self._goal_consts[0, j] = 0.0  # not holding (set again below where it does)
         mode = get(XTable.OPERATING_MODE)
@@ -511,7 +445,7 @@ class ServoChainEmulator:
                 lo, hi = get(XTable.MIN_POSITION_LIMIT), get(XTable.MAX_POSITION_LIMIT)
             else:
                 lo, hi = -Units.EXTENDED_POSITION_LIMIT, Units.EXTENDED_POSITION_LIMIT
-            if not tripped:  # the cycle's fast paths take goals only from a servo that may
+            if not tripped:  # the cycle's fast paths only for a servo whose goals are writable
                 s.goal_drive = (j, direction, zero, tpr, lo, hi)
                 if s.id == self.map.ids[j]:
                     self._goal_consts[:, j] = (1.0, lo, hi, direction, zero, tpr)
@@ -533,12 +467,12 @@ class ServoChainEmulator:
 
     # ----------------------------------------------------------------- protocol
     def _on_data(self, data: bytes) -> None:
-        self._rx_us = self.clock.now_us()  # when the servos heard it (Bus Watchdog)
-        self._rx_unheard = True
+        watchdog = self.watchdog
+        watchdog.received(self.clock.now_us())  # when the servos heard it
         try:
             self._on_bytes(data)
         finally:
-            self._rx_us = None
+            watchdog.done()
 
     def _on_bytes(self, data: bytes) -> None:
         now = time.perf_counter()
@@ -557,7 +491,7 @@ class ServoChainEmulator:
                 with self._lock:
                     self.instructions += 1
                     replies = self._handle(packet)
-                    self._heard(packet.id)
+                    self.watchdog.heard(packet.id)
                 self._reply(now, dxl.MIN_PACKET_LENGTH + len(packet.params), replies)
 
     def _on_cycle(self, now: float, goals: tuple[int, ...] | None, read: bool) -> bool:
@@ -574,7 +508,7 @@ class ServoChainEmulator:
                 self.instructions += 1
                 self._refresh()
                 replies = self._present_reply()
-            self._heard(BROADCAST_ID)
+            self.watchdog.heard(BROADCAST_ID)
         if goals is not None:
             self._reply(now, self.cycle.goal_bytes, [])
         if read:
@@ -597,7 +531,7 @@ class ServoChainEmulator:
             if flags & 2:
                 self.instructions += 1
                 replies = self._present_reply_compiled()
-            self._heard(BROADCAST_ID)
+            self.watchdog.heard(BROADCAST_ID)
         if flags & 1:
             self._reply(now, self.cycle.goal_bytes, [])
         if flags & 2:
