@@ -353,8 +353,9 @@ class ArmBus:
         ``DynamixelBus.read_joints``: decoded, checked and converted in one compiled call where
         numba is). A lost or garbled reply falls back to one SYNC_READ and one READ per servo
         still missing, ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the
-        servo that still did not answer. ``goal``: a goal SYNC_WRITE's bytes (``servo_goal``) that go out in the same write as the read's instruction, just ahead
-        of it (a free-running or late cycle)."""
+        servo that still did not answer. ``goal``: a goal SYNC_WRITE's bytes (``servo_goal``)
+        that go out in the same write as the read's instruction, just ahead of it (a
+        free-running or late cycle)."""
         try:
             rows, alert = self.bus.read_joints(self._ids_t, self.map, goal)
         except DisconnectedError:
