@@ -18,10 +18,16 @@ from twin.hardware import ConfigError, ManualClock, SerialRobot
 from twin.hardware.bus_watchdog import watchdog_units
 from twin.hardware.config import load_config
 from twin.hardware.emulator import EmulatorStack, IdealSource, ServoChainEmulator
+from twin.hardware.emulator.servo_chain import EmulatedServo
 from twin.hardware.emulator.testing import emulator_config
 from twin.hardware.emulator.testing import status_replies as _replies
 from twin.hardware.protocols import dynamixel as dxl
-from twin.hardware.protocols.dynamixel_table import OperatingMode, StatusError, XTable
+from twin.hardware.protocols.dynamixel_table import (
+    GOAL_REGISTERS,
+    OperatingMode,
+    StatusError,
+    XTable,
+)
 
 from twin.kinematics import ArmModel
 from twin.robot import Health, JointCommand
@@ -135,6 +141,30 @@ def test_no_trip_with_torque_off_or_while_instructions_come(chain):
     assert _read(port, XTable.BUS_WATCHDOG, pid=2) == 1  # torque off: not watching
     assert _read(port, XTable.BUS_WATCHDOG) == -1
     assert [pid for pid, _ in emu.watchdog.trips] == [PID]
+
+
+@given(
+    tripped=st.booleans(),
+    value=st.integers(-128, 127),
+    goal=st.sampled_from(GOAL_REGISTERS),
+    goal_value=st.integers(-885, 885),
+)
+def test_write_rules_of_the_register_and_the_goals(tripped, value, goal, goal_value):
+    """Property (``EmulatedServo.check_write``, no port): 98 takes 0..127 and, once tripped,
+    only 0; the Goal registers are refused while tripped, whatever the value."""
+    servo = EmulatedServo(1, 1020)
+    servo.set(XTable.CURRENT_LIMIT, 1193)
+    servo.set(XTable.BUS_WATCHDOG, -1 if tripped else 0)
+    expect_ok = value == 0 or (0 < value <= 127 and not tripped)
+    code = servo.check_write(
+        XTable.BUS_WATCHDOG.address, dxl.encode_register(XTable.BUS_WATCHDOG, value)
+    )
+    assert code is (StatusError.NONE if expect_ok else StatusError.DATA_RANGE)
+    code = servo.check_write(goal.address, dxl.encode_register(goal, goal_value))
+    if tripped:
+        assert code is StatusError.DATA_RANGE
+    else:
+        assert code is not StatusError.DATA_RANGE  # (a value beyond its limit: DATA_LIMIT)
 
 
 @settings(max_examples=25, deadline=None)
