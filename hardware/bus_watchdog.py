@@ -8,8 +8,8 @@ modes run in, the stop holds the position where the servo was, so a stalled host
 arm on a goal it sent before the stall (``docs/protocols/dynamixel.md``, "Bus Watchdog").
 
 A tripped servo refuses new goals until the host writes 0, so the host looks for a trip: after a
-gap in its own cycle long enough for one (``due``), and every ``CHECK_INTERVAL_S`` of its clock
-as a backstop (a servo may count time otherwise). ``recover`` reads every servo's register,
+gap between its cycles, or a cycle, long enough for one (``due``), and every
+``CHECK_INTERVAL_S`` of its clock as a backstop (a servo may count time otherwise). ``recover`` reads every servo's register,
 clears (0) and arms again the tripped ones and reads them back; ``SerialRobot`` then holds at
 the measured position until the next ``write()`` (``docs/faults/serial.md``, "Host stall").
 A hold meant to last without the host (the park, the stale fault's safe hold) ``disarm``s it
@@ -97,6 +97,8 @@ class BusWatchdog:
         self._checked_us: int | None = None
         self._arm_pending = False  # armed at the next cycle (``start``)
         self._active = False  # armed by this host, and watched (``sent``, ``due``)
+        self._began_us = 0  # the start of the host's current cycle (``due``)
+        self._long_cycle = False  # a cycle long enough for a trip inside it (``sent``)
         self.stats = BusWatchdogStats(armed_s=units * Units.BUS_WATCHDOG_S)
 
     @property
@@ -150,19 +152,28 @@ class BusWatchdog:
 
     # ------------------------------------------------------------------ cycle
     def sent(self, now_us: int) -> None:
-        """The host's cycle ended at ``now_us`` (clock us): its instructions reached the servos."""
+        """The host's cycle ended at ``now_us`` (clock us): its instructions reached the servos.
+        A cycle that lasted longer than a trip needs (its goals and its read are that far apart
+        at most) is looked at by the next ``due``."""
         if self._active:
             self._sent_us = now_us
+            self._long_cycle = self._long_cycle or now_us - self._began_us > self._gap_us
 
     def due(self, now_us: int) -> bool:
-        """Whether a trip may have happened since the last cycle: the host was silent for longer
-        than the armed time less ``GAP_MARGIN_PERIODS`` periods, or ``CHECK_INTERVAL_S`` passed
-        since the last check."""
+        """Whether a trip may have happened since the last check: between two cycles, or inside
+        the last one (``sent``), the host was silent for longer than the armed time less
+        ``GAP_MARGIN_PERIODS`` periods, or ``CHECK_INTERVAL_S`` passed since the last check.
+        ``now_us``: the start of the host's cycle (clock us)."""
+        self._began_us = now_us
         if self._arm_pending:
             return True
         if not self._active or self._sent_us is None:
             return False
-        return now_us - self._sent_us > self._gap_us or now_us - self._checked_us > self._check_us
+        return (
+            self._long_cycle
+            or now_us - self._sent_us > self._gap_us
+            or now_us - self._checked_us > self._check_us
+        )
 
     def recover(self, now_us: int) -> list[int]:
         """Arm the servos if ``start`` asked for it; otherwise read every servo's Bus Watchdog
@@ -175,7 +186,7 @@ class BusWatchdog:
             return []
         gap_s = (now_us - self._sent_us) * 1e-6 if self._sent_us is not None else math.nan
         values = self.bus.sync_read_register(XTable.BUS_WATCHDOG, self.ids)
-        self._checked_us = now_us
+        self._checked_us, self._long_cycle = now_us, False
         stats = replace(self.stats, checks=self.stats.checks + 1)
         tripped = [pid for pid, v in values.items() if v == BUS_WATCHDOG_TRIPPED]
         unarmed = [pid for pid, v in values.items() if v != self.units]
