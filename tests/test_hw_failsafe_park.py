@@ -132,16 +132,20 @@ def test_close_without_the_bus_says_the_arm_was_not_parked(rig):
 
 @pytest.mark.parametrize("rig", ["current"], indirect=True)
 def test_close_of_an_arm_driven_beyond_the_servo_range_parks_at_the_range_edge(rig):
-    """A current-mode arm that diverged (a joint spun past the servos' multi-turn range of +-256
-    revolutions): the park never fails with an argument error. The hold goal is clamped to the
-    range, every servo is left torque on in current-based position mode, and ``ParkError`` names
-    the servo and why."""
+    """A joint spun past the servos' multi-turn range of +-256 revolutions (a servo left on a
+    Goal Current in Operating Mode 0, e.g. by another program: this backend's ``current`` mode
+    sends its torque as a goal within the range, and its servos' Bus Watchdog stops them when
+    nobody is on the bus): the park never fails with an argument error. The hold goal is clamped
+    to the range, every servo is left torque on in current-based position mode, and
+    ``ParkError`` names the servo and why."""
     robot, stack, clock = rig
     lim = Units.EXTENDED_POSITION_LIMIT
-    tau = np.zeros(6)
-    tau[0] = MODEL.effort_limits[0]
-    robot.write(JointCommand(q_des=TARGET, tau_ff=tau, kp=np.zeros(6), kd=np.zeros(6)))
-    robot.step()  # the goal current is on the servo; nobody on the bus from here
+    bus = robot.bus
+    bus.write(1, XTable.BUS_WATCHDOG, 0)
+    bus.write(1, XTable.TORQUE_ENABLE, 0)
+    bus.write(1, XTable.OPERATING_MODE, int(OperatingMode.CURRENT))
+    bus.write(1, XTable.TORQUE_ENABLE, 1)
+    bus.write(1, XTable.GOAL_CURRENT, int(robot.arm.goal_current[0]))  # the effort limit
     beyond = 1.05 * lim / robot.arm.map.ticks_per_rad[0]  # rad
     for _ in range(100):
         if stack.source.joint_state()[0][0] > beyond:
