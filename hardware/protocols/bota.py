@@ -161,9 +161,13 @@ class RawOutput:
     def __post_init__(self) -> None:
         m = np.array(self.calibration, dtype=float)
         b = np.array(self.offsets, dtype=float).reshape(-1)
-        if m.shape != (6, 6) or b.shape != (6,) or not np.all(np.isfinite(m)):
+        if (
+            m.shape != (6, 6)
+            or b.shape != (6,)
+            or not (np.all(np.isfinite(m)) and np.all(np.isfinite(b)))
+        ):
             raise InvalidArgumentError(
-                f"raw output needs a finite 6x6 calibration and 6 offsets, got shapes "
+                f"raw output needs a finite 6x6 calibration and 6 finite offsets, got shapes "
                 f"{m.shape} and {b.shape}"
             )
         m.flags.writeable = b.flags.writeable = False
@@ -223,7 +227,7 @@ def raw_output_of_dump(text: str) -> RawOutput | None:
     if comm[-1][2] == "1":
         return None
     matrix, offsets, _ = parse_config_dump(text)
-    if matrix is None or offsets is None or not np.all(np.isfinite(matrix)):
+    if matrix is None or offsets is None or not np.all(np.isfinite(np.append(matrix, offsets))):
         raise ProtocolError(
             f"the sensor's w dump turns calibration use off (raw output) without a finite "
             f"m0..m5 and b, which the range check of raw frames needs: {text!r}"
