@@ -17,13 +17,13 @@ Each frame that passes the CRC is checked further (``bota_checks.FrameScreen``):
 status bit, a value beyond ``PLAUSIBLE_RANGE_FACTOR`` times ``measuring_range``, an implausible
 temperature, a RAW frame while the sensor is not configured for raw output (or one whose
 calibrated wrench is out of range) or a device-clock jump drops it, counted by reason in
-``checks``; it is never published. An accepted
-frame becomes the latest ``WrenchSample`` (time stamped on the driver's clock at receipt), goes
-into a bounded history with its unwrapped device time stamp, and into the queue that
-``take_samples()`` empties (every frame, for logging; bounded, overflow counted). Frames the device
-clock shows missing are counted in ``timestamp_gaps``. A user ``on_sample`` callback that raises
-is counted in ``callback_errors`` (the first one logged with its traceback); it never reaches
-the reader thread, so it cannot disconnect the sensor.
+``checks``; it is never published. An accepted frame becomes the latest ``WrenchSample`` (time
+stamped on the driver's clock at receipt), goes into a bounded history with its unwrapped device
+time stamp, and into the queue that ``take_samples()`` empties (every frame, for logging;
+bounded, overflow counted). Frames the device clock shows missing are counted in
+``timestamp_gaps``. A user ``on_sample`` callback that raises is counted in ``callback_errors``
+(the first one logged with its traceback); it never reaches the reader thread, so it cannot
+disconnect the sensor.
 
 Raw output: the sensor sends raw gauge values (status ``RAW``) only when calibration use is off:
 ``raw_output=True`` at start-up (``c,0,0,0,<baud>``), or a ``c`` command through ``command``. The
