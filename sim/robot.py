@@ -157,7 +157,7 @@ class PyBulletRobot(Robot):
                 sensors
             )  # the step loop feeds the others models that do nothing
             if "ft" not in enabled:
-                self._ft = _NoFtModel(self._ft.period_us)
+                self._ft, self._ft_device = _NoFtModel(self._ft.period_us), None
             if "imu" not in enabled:
                 self._imu = _NoImuModel()
             self.reset(initial_q)
@@ -212,7 +212,7 @@ class PyBulletRobot(Robot):
         return self._engine
 
     @property
-    def ft_device(self) -> FtSensorDevice:
+    def ft_device(self) -> FtSensorDevice | None:
         return self._ft_device
 
     @property

@@ -132,7 +132,7 @@ def _frame(**kw):
     ("frame", "reason"),
     [
         (_frame(), None),
-        (_frame(status=int(FtStatus.OVER_RANGE | FtStatus.INVALID | FtStatus.RAW)), None),
+        (_frame(status=int(FtStatus.OVER_RANGE | FtStatus.INVALID)), None),
         (_frame(status=0x0010), "reserved status bits"),
         (_frame(status=0x8000), "reserved status bits"),
         (_frame(wrench=(2e36, 0, 0, 0, 0, 0)), "out of range"),
@@ -140,8 +140,9 @@ def _frame(**kw):
         (_frame(wrench=(0, 0, 3 * 400.0, 0, 0, 0)), None),  # the bound itself is plausible
         (_frame(wrench=(0, 0, 0, 0, 0, float("nan"))), "out of range"),
         (_frame(temperature_c=-1e20), "temperature"),
-        (_frame(status=int(FtStatus.RAW), wrench=(5e4, 0, 0, 0, 0, 0)), None),  # gauge values
-        (_frame(status=int(FtStatus.RAW), wrench=(float("inf"),) * 6), "out of range"),
+        # RAW frames: refused unless configured (issue 31; tests/test_sensors_raw_frames.py)
+        (_frame(status=int(FtStatus.RAW)), "raw not configured"),
+        (_frame(status=int(FtStatus.RAW), wrench=(float("inf"),) * 6), "raw not configured"),
     ],
 )
 def test_bota_frame_implausibility(frame, reason):
@@ -214,7 +215,8 @@ def test_random_bodies_with_a_valid_crc_are_caught(bota_rig):
 
 def test_published_force_stays_true_through_a_filter_when_frames_are_forged(tmp_path):
     """The issue's scenario: garbage frames through a 10 Hz low-pass kept the published force
-    above 100 N for 2.25 s. Now they never enter the filter; health counts them."""
+    above 100 N for 2.25 s. Now they never enter the filter; health counts them. (Issue 31: a
+    forged RAW 1e30 reached the filtered wrench as 2.8e35 with health OK: refused too.)"""
     model = ArmModel.default()
     config = emulator_config(watchdog_s=None, hold_gravity_compensation=False)
     source = IdealSource(effort_limits=model.effort_limits)
@@ -231,6 +233,7 @@ def test_published_force_stays_true_through_a_filter_when_frames_are_forged(tmp_
             svc.update()
         stack.ft.forge("out_of_range", 5)
         stack.ft.forge("reserved_bits", 5)
+        stack.ft.forge("raw_out_of_range", 5)
         forces = []
         for _ in range(100):
             robot.step()
@@ -241,14 +244,18 @@ def test_published_force_stays_true_through_a_filter_when_frames_are_forged(tmp_
             robot.step()
             if svc.update():
                 forces.append(np.linalg.norm(svc.wrench.force))
-            return svc.health().rejected >= 10
+            return svc.health().rejected >= 15
 
-        wait_until(cycle, 10.0, interval_s=0.0)  # until the reader has seen all ten
-        assert stack.ft.frames_forged == 10
+        wait_until(cycle, 10.0, interval_s=0.0)  # until the reader has seen all fifteen
+        assert stack.ft.frames_forged == 15
         health = svc.health()
-        assert health.rejected == 10 and health.lost == 0
+        assert health.rejected == 15 and health.lost == 0
         assert max(forces) < 11.0  # |f| of the ideal source is about 9.8 N
-        assert robot.ft.checks.report().rejected == {"out of range": 5, "reserved status bits": 5}
+        assert robot.ft.checks.report().rejected == {
+            "out of range": 5,
+            "reserved status bits": 5,
+            "raw not configured": 5,
+        }
     assert FT == "ft_sensor"
 
 

@@ -238,3 +238,50 @@ def test_update_processes_each_time_stamp_once():
     assert service.update() is False
     robot.step()
     assert service.update() is True
+
+
+class StarvedRobot(ScriptedRobot):
+    """Its samples stop after the first and resume at ``resume_us`` (a reader starved under
+    load, then a late burst): the tare window spans its duration with a handful of samples."""
+
+    def __init__(self, resume_us: int) -> None:
+        super().__init__(ScriptedDevice())
+        self._resume_us = resume_us
+
+    def read(self) -> RobotState:
+        state = super().read()
+        if 0 < state.wrench.t_us < self._resume_us:
+            return RobotState(state.t_us, state.q, state.qd, state.tau, wrench=self._first)
+        self._first = getattr(self, "_first", state.wrench)
+        return state
+
+
+def test_a_tare_over_too_few_samples_fails_naming_the_count_and_the_minimum():
+    """Issue 31: a 2-sample tare reported ok under load. 0.5 s at 200 Hz gives 101 samples; a
+    window that spans 0.5 s with 12 of them fails and leaves the offset as it was."""
+    service = connected(StarvedRobot(resume_us=450_000))
+    result = service.tare(0.5)
+    assert not result.ok and result.samples == 12
+    assert "tare over 12 samples" in result.reason and "at least 51 are needed" in result.reason
+    assert "the 101 that 0.5 s at 200 Hz gives" in result.reason
+    np.testing.assert_array_equal(result.offset, np.zeros(6))
+    assert service.tare_result is result
+    assert service.wrench.force_cov is None  # no covariance from a failed window
+    np.testing.assert_allclose(service.wrench.force, [1.0, 2.0, 3.0])  # nothing subtracted
+
+
+def test_a_tare_with_enough_samples_is_ok_at_the_minimum():
+    """At 200 Hz, 0.075 s gives exactly the 16 samples a tare needs; it zeroes the readings."""
+    service = connected(ScriptedRobot(ScriptedDevice()))
+    result = service.tare(0.075)
+    assert result.ok and result.samples == 16
+    np.testing.assert_allclose(service.wrench.wrench, np.zeros(6), atol=1e-12)
+
+
+def test_a_tare_too_short_to_give_the_minimum_is_refused_at_once():
+    service = connected()
+    with pytest.raises(
+        InvalidArgumentError, match=r"gives 11 samples at 200 Hz.*at least 16.*>= 0\.075 s"
+    ):
+        service.begin_tare(0.05)
+    assert service.tare_result is None

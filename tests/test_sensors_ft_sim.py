@@ -195,3 +195,13 @@ def test_raw_command_reply_is_returned(rig):
     assert service.raw_cmd("C") == "r,0,C,0"
     assert service.raw_cmd("p?").splitlines()[-1] == "r,0,p,0"
     assert service.raw_cmd("R") == "r,0,R,0"
+
+
+def test_connect_on_a_sim_robot_without_its_ft_model_names_what_is_missing():
+    """Issue 31 item 15: ``sensors={"imu"}`` gave an AttributeError from the service."""
+    from twin.sensors import NoDeviceError
+
+    with PyBulletRobot(seed=1, sensors={"imu"}) as robot:
+        assert robot.ft_device is None
+        with pytest.raises(NoDeviceError, match=r"no F/T sensor device.*sensors=\{'imu'\}"):
+            FtSensorService(robot).connect()

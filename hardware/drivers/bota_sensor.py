@@ -13,15 +13,24 @@ The reader thread feeds text to the reply search in configuration mode and bytes
 parser in run mode; the switch happens in the reader thread at the ``r,0,R,0`` reply, so no frame
 byte is lost or misread.
 
-Each frame that passes the CRC is checked further (``sample_checks``): a reserved status bit, a
-value beyond ``PLAUSIBLE_RANGE_FACTOR`` times ``measuring_range``, an implausible temperature or
-a device-clock jump drops it, counted by reason in ``checks``; it is never published. An accepted
-frame becomes the latest ``WrenchSample`` (time stamped on the driver's clock at receipt), goes
-into a bounded history with its unwrapped device time stamp, and into the queue that
-``take_samples()`` empties (every frame, for logging; bounded, overflow counted). Frames the device
-clock shows missing are counted in ``timestamp_gaps``. A user ``on_sample`` callback that raises
-is counted in ``callback_errors`` (the first one logged with its traceback); it never reaches
-the reader thread, so it cannot disconnect the sensor.
+Each frame that passes the CRC is checked further (``bota_checks.FrameScreen``): a reserved
+status bit, a value beyond ``PLAUSIBLE_RANGE_FACTOR`` times ``measuring_range``, an implausible
+temperature, a RAW frame while the sensor is not configured for raw output (or one whose
+calibrated wrench is out of range) or a device-clock jump drops it, counted by reason in
+``checks``; it is never published. An accepted frame becomes the latest ``WrenchSample`` (time
+stamped on the driver's clock at receipt), goes into a bounded history with its unwrapped device
+time stamp, and into the queue that ``take_samples()`` empties (every frame, for logging;
+bounded, overflow counted). Frames the device clock shows missing are counted in
+``timestamp_gaps``. A user ``on_sample`` callback that raises is counted in ``callback_errors``
+(the first one logged with its traceback); it never reaches the reader thread, so it cannot
+disconnect the sensor.
+
+Raw output: the sensor sends raw gauge values (status ``RAW``) only when calibration use is off:
+``raw_output=True`` at start-up (``c,0,0,0,<baud>``), or a ``c`` command through ``command``. The
+driver then reads the pending settings (``w``) before each ``R`` and keeps the calibration they
+hold (``bota.RawOutput``) for the range check of raw frames; the reader thread takes it over at
+the ``r,0,R,0`` reply, with the first raw frame. A ``c`` turning calibration use back on, and a
+restart with the driver's own settings, make RAW frames implausible again.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from twin.hardware.clock import MonotonicClock
 from twin.hardware.config import ReconnectConfig
-from twin.hardware.drivers.sample_checks import CLOCK_JUMP, DeviceClock, SampleChecks
+from twin.hardware.drivers.bota_checks import FrameScreen
 from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
@@ -87,6 +96,7 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
         history: int = 4096,
         queue: int = 4096,
         measuring_range=MEASURING_RANGE,
+        raw_output: bool = False,
     ) -> None:
         if baudrate not in bota.BAUD_CODES:
             raise InvalidArgumentError(
@@ -110,16 +120,17 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
         self.frames_received = 0
         self.callback_errors = 0
         self.callback_error: str | None = None
-        self.measuring_range = np.asarray(measuring_range, float).reshape(6).tolist()
-        self.checks = SampleChecks()
+        self._screen = FrameScreen(self._sinc * bota.SINC_PERIOD_S * 1e6, measuring_range)
+        self.measuring_range = self._screen.measuring_range
+        self.checks = self._screen.checks
+        # Calibration use of the pending settings: 1 on, 0 off (raw output), None unknown (``l``).
+        self._use_calibration: int | None = 0 if raw_output else 1
+        self._raw_next: bota.RawOutput | None = None  # what the reader takes over at r,0,R,0
         if queue < 1:
             raise InvalidArgumentError(f"queue must hold at least one sample, got {queue}")
         self._queue: collections.deque[WrenchSample] = collections.deque(maxlen=queue)
         self._queue_lost = 0
         self._rejected_taken = 0
-        self._clock_check: DeviceClock[bota.BotaFrame] = DeviceClock(
-            self._sinc * bota.SINC_PERIOD_S * 1e6, bota.TIMESTAMP_MODULUS
-        )
         self._cond = threading.Condition()
         self._cmd_lock = threading.RLock()
         self._run_mode = False
@@ -163,6 +174,7 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
                     if found is not None and found[0] == 0:
                         rest = bytes(self._text[found[1] :])
                         self._run_mode, self._switch_on_run_ack = True, False
+                        self._screen.raw = self._raw_next
                         self.parser.reset()
                         self._frames(self.parser.feed(rest))
             self._cond.notify_all()
@@ -175,7 +187,7 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
     @property
     def timestamp_gaps(self) -> int:
         """Frames the device clock shows missing between accepted frames."""
-        return self._clock_check.lost
+        return self._screen.clock.lost
 
     def take_samples(self) -> WrenchBatch:
         """Every accepted sample since the previous call (oldest first), with the counts of
@@ -192,22 +204,8 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
         if not frames:
             return
         now = self.clock.now_us()
-        clock, checks, limits = self._clock_check, self.checks, self.measuring_range
-        clock.period_us = self._sinc * bota.SINC_PERIOD_S * 1e6
-        before = self.frames_received
-
-        def publish(frame: bota.BotaFrame, device_t_us: int) -> None:
-            self._publish(frame, device_t_us, now)
-
-        for f in frames:
-            reason = bota.implausibility(f, limits)
-            if reason is not None:
-                checks.reject(reason, now)
-                continue
-            jumps = clock.offer(f.timestamp_us, now, f, publish)
-            if jumps:
-                checks.reject(CLOCK_JUMP, now, jumps)
-        checks.accept(self.frames_received - before)
+        self._screen.clock.period_us = self._sinc * bota.SINC_PERIOD_S * 1e6
+        self._screen.screen(frames, now, lambda f, device_t_us: self._publish(f, device_t_us, now))
 
     def _publish(self, f: bota.BotaFrame, device_t_us: int, now: int) -> None:
         sample = WrenchSample(
@@ -293,24 +291,43 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
         return self._exchange(bota.Cmd.CONFIG_MODE, retries=_COMMAND_RETRIES)
 
     def _enter_run(self) -> str:
+        raw = self._pending_raw_output()
         with self._cond:
+            self._raw_next = raw
             self._text.clear()
             self._switch_on_run_ack = True
-            before = self.frames_received
+            before = self._frames_judged()
         self._send(bota.Cmd.RUN_MODE)
         self._wait(lambda: self._run_mode, self.ack_timeout_s, "reply to 'R'")
-        try:
+        try:  # a frame the checks refuse shows the sensor streams too
             self._wait(
-                lambda: self.frames_received > before, self.activation_timeout_s, "frame after 'R'"
+                lambda: self._frames_judged() > before,
+                self.activation_timeout_s,
+                "frame after 'R'",
             )
         except ReplyTimeoutError as e:
             raise TransportError(f"{self.link.name}: activation failed: {e}") from e
         return bota.ack(bota.Cmd.RUN_MODE)
 
+    def _frames_judged(self) -> int:
+        return self.frames_received + self.checks.rejected_total
+
+    def _pending_raw_output(self) -> bota.RawOutput | None:
+        """The raw output the next ``R`` puts in force: None while calibration use is on (or in
+        run mode, where nothing is pending), else the calibration the ``w`` dump shows."""
+        if self._run_mode:
+            return self._screen.raw
+        if self._use_calibration == 1:
+            return None
+        raw = bota.raw_output_of_dump(self._exchange(bota.Cmd.PRINT_CONFIG))
+        self._use_calibration = 1 if raw is None else 0
+        return raw
+
     def _startup(self, link: SerialLink) -> None:
         self._init_thread = threading.get_ident()
         with self._cond:
-            self._clock_check.restart()  # the sensor (re)boots: its clock starts again
+            self._screen.clock.restart()  # the sensor (re)boots: its clock starts again
+            self._screen.raw = None  # until its R: the boot settings are unknown
         try:
             self._wait_boot()
             self._enter_config()
@@ -334,7 +351,9 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
             self._wait(booted, self.boot_timeout_s, "boot text or frames")
 
     def _configure(self) -> None:
-        self._exchange(bota.cmd_comm_setup(0, 1, 0, self.link.baudrate))
+        use = 0 if self._use_calibration == 0 else 1
+        self._exchange(bota.cmd_comm_setup(0, use, 0, self.link.baudrate))
+        self._use_calibration = use
         self._exchange(bota.cmd_filter(self._sinc))
         if self._offsets is not None:
             self._exchange(bota.cmd_offsets(self._offsets))
@@ -389,6 +408,10 @@ class BotaSensor(FtSensorDevice, LinkedDevice):
             self._sinc = int(parsed.args[0])
         elif parsed.char == bota.Cmd.OFFSETS:
             self._offsets = np.array([float(v) for v in parsed.args])
+        elif parsed.char == bota.Cmd.COMM_SETUP:
+            self._use_calibration = int(parsed.args[1])
+        elif parsed.char == bota.Cmd.LOAD:
+            self._use_calibration = None  # the saved settings: read back before the next R
 
     def set_filter(
         self, sinc_length: int, chop: int = 0, fast: int = 0, fir_disable: int = 1

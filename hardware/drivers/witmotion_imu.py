@@ -3,13 +3,12 @@
 Start-up (``configure``): unlock, RSW (output content), unlock, RRATE (rate), then the two
 registers are read back (``FF AA 27``, answered by a 0x5F packet) and must match; then one complete
 sample must arrive within ``first_sample_timeout_s``. The baud rate is not changed (set it once
-and save). Each output cycle (one packet per enabled type, in type order) becomes one
-``ImuSample`` when its last packet arrives; a cycle that misses a packet is counted in
-``incomplete_cycles`` and dropped. A complete cycle that passed its check sums but cannot be a
-measurement (``witmotion.implausibility``: temperature, quaternion norm) is dropped and counted
-by reason in ``checks``, never published. When the content includes the time packet (0x50), its
-device clock is checked too (``sample_checks.DeviceClock``): a cycle whose time fields are out of
-range, or whose clock jumps, is dropped the same way.
+and save). The reader thread hands each packet to ``witmotion_cycle.ImuCycles``: each output
+cycle (one packet per enabled type, in type order) becomes one ``ImuSample`` when its last packet
+arrives; a cycle that misses a packet is counted in ``incomplete_cycles`` and dropped; a cycle
+that passed its check sums but cannot be a measurement (temperature, quaternion norm, with the
+time packet 0x50 its time fields or a device-clock jump) is dropped and counted by reason in
+``checks``, never published.
 """
 
 from __future__ import annotations
@@ -18,10 +17,9 @@ import threading
 import time
 from collections.abc import Sequence
 
-import numpy as np
 from twin.hardware.clock import MonotonicClock
 from twin.hardware.config import ReconnectConfig
-from twin.hardware.drivers.sample_checks import CLOCK_JUMP, DeviceClock, SampleChecks
+from twin.hardware.drivers.witmotion_cycle import ImuCycles
 from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
@@ -33,7 +31,6 @@ from twin.hardware.protocols.stream import ParserStats
 from twin.hardware.transport import LinkedDevice, LinkState, SerialLink
 
 from twin.robot import ImuSample
-from twin.spatial import quaternion
 
 DEFAULT_CONTENT = (wit.PacketType.ACCEL, wit.PacketType.GYRO, wit.PacketType.QUATERNION)
 
@@ -69,12 +66,8 @@ class WitmotionImu(LinkedDevice):
         self.parser = wit.WitmotionStreamParser()
         self.latest: ImuSample | None = None
         self.samples_received = 0
-        self.incomplete_cycles = 0
-        self.checks = SampleChecks()
-        self._clock_check: DeviceClock[ImuSample] = DeviceClock(
-            1e6 / rate_hz, 31 * 24 * 3600 * 1_000_000
-        )
-        self._cycle: dict[int, wit.Packet] = {}
+        self._cycles = ImuCycles(self.content, rate_hz)
+        self.checks = self._cycles.checks
         self._reply: wit.Packet | None = None
         self._cond = threading.Condition()
         self._init_thread: int | None = None
@@ -86,69 +79,31 @@ class WitmotionImu(LinkedDevice):
     def parser_stats(self) -> ParserStats:
         return self.parser.stats.snapshot()
 
+    @property
+    def incomplete_cycles(self) -> int:
+        """Output cycles dropped because a packet of theirs was missing."""
+        return self._cycles.incomplete
+
     # ------------------------------------------------------------------ reader thread
     def data_received(self, data: bytes) -> None:
         with self._cond:
-            for p in self.parser.feed(data):
+            packets = self.parser.feed(data)
+            now = self.clock.now_us() if packets else 0
+            for p in packets:
                 if p.kind == wit.PacketType.READ_REPLY:
                     self._reply = p
                 elif p.kind in self.content:
-                    self._packet(p)
+                    self._cycles.feed(p, now, self._publish)
             self._cond.notify_all()
 
     def connection_lost(self, reason: str, exc: BaseException | None) -> None:
         with self._cond:
-            self._cycle.clear()
+            self._cycles.clear()
             self._cond.notify_all()
-
-    def _packet(self, p: wit.Packet) -> None:
-        cycle = self._cycle
-        if p.kind in cycle or (cycle and p.kind < max(cycle)):
-            self.incomplete_cycles += 1  # a new cycle began before the last one completed
-            cycle.clear()
-        cycle[p.kind] = p
-        if p.kind != self.content[-1]:
-            return
-        if len(cycle) != len(self.content):
-            self.incomplete_cycles += 1
-            cycle.clear()
-            return
-        force, temperature = wit.accel_of(cycle[wit.PacketType.ACCEL])
-        rate = wit.gyro_of(cycle[wit.PacketType.GYRO])
-        orientation = q = None
-        if wit.PacketType.QUATERNION in cycle:
-            q = wit.quaternion_of(cycle[wit.PacketType.QUATERNION])
-        reason = wit.implausibility(temperature, q)
-        if reason is not None:
-            cycle.clear()
-            self.checks.reject(reason, self.clock.now_us())
-            return
-        if q is not None:
-            if np.linalg.norm(q) > 0.5:
-                orientation = quaternion.canonicalize(q)
-        elif wit.PacketType.ANGLE in cycle:
-            roll, pitch, yaw = wit.angle_of(cycle[wit.PacketType.ANGLE])
-            orientation = quaternion.from_rpy(roll, pitch, yaw)
-        now = self.clock.now_us()
-        sample = ImuSample(
-            t_us=now, specific_force=force, angular_rate=rate, orientation=orientation
-        )
-        time_packet = cycle.get(wit.PacketType.TIME)
-        cycle.clear()
-        if time_packet is None:
-            self._publish(sample)
-            return
-        device_t = wit.time_of(time_packet)
-        if device_t is None:
-            self.checks.reject("time fields", now)
-            return
-        jumps = self._clock_check.offer(device_t, now, sample, lambda s, _t: self._publish(s))
-        self.checks.reject(CLOCK_JUMP, now, jumps)
 
     def _publish(self, sample: ImuSample) -> None:
         self.latest = sample
         self.samples_received += 1
-        self.checks.accept()
 
     # ------------------------------------------------------------------ start-up
     def _wait(self, predicate, timeout_s: float, what: str):
@@ -183,7 +138,7 @@ class WitmotionImu(LinkedDevice):
     def _startup(self, link: SerialLink) -> None:
         self._init_thread = threading.get_ident()
         with self._cond:
-            self._clock_check.restart()
+            self._cycles.clock.restart()
         try:
             if self.configure:
                 self.write_register(wit.Reg.RSW, self.rsw)

@@ -9,8 +9,9 @@ wrench (float32), status bits, temperature and its time stamp (us, wrapping at 2
 device clock. Nothing is streamed in configuration mode.
 
 Forged frames (``forge``): the next frames leave damaged but with a valid CRC, as about one in
-65,536 frames damaged on a real line does: reserved status bits set, a value of 2e36, a time
-stamp seconds to hours off (a random offset per frame), or a random body. ``frames_forged`` and ``forged_t_us`` record them.
+65,536 frames damaged on a real line does: reserved status bits set, a value of 2e36, the RAW
+status bit with a value of 1e30 (``raw_out_of_range``), a time stamp seconds to hours off (a
+random offset per frame), or a random body. ``frames_forged`` and ``forged_t_us`` record them.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ from twin.hardware.emulator.quiet import QuietWindow
 from twin.hardware.emulator.sources import PhysicsSource
 from twin.hardware.protocols import bota
 
+from twin.robot import FtStatus
+
 #: What ``forge`` can do to a frame, keeping its CRC valid.
-FORGERIES = ("reserved_bits", "out_of_range", "clock_jump", "random")
+FORGERIES = ("reserved_bits", "out_of_range", "raw_out_of_range", "clock_jump", "random")
+#: The value a forged out-of-range frame carries on one axis (``out_of_range``, ``raw_out_of_range``).
+FORGED_VALUE = {"out_of_range": 2e36, "raw_out_of_range": 1e30}
 _BOOT_LINES = ("c,0,1,0,4", "name: {product}", "S/N: {serial}", "FW version: 1.3.0")
 
 
@@ -152,9 +157,16 @@ class BotaEmulator:
             offset = int(rng.integers(1 << 24, bota.TIMESTAMP_MODULUS - (1 << 24)))
             ts = (frame.timestamp_us + offset) % bota.TIMESTAMP_MODULUS
             frame = bota.BotaFrame(frame.status, frame.wrench, ts, frame.temperature_c)
-        else:  # out_of_range: a float32 2e36 on one axis, as bit damage in an exponent makes
+        else:  # a float32 far out of range on one axis, as bit damage in an exponent makes
+            if kind == "raw_out_of_range":  # ... and in the status: the RAW bit
+                frame = bota.BotaFrame(
+                    frame.status | int(FtStatus.RAW),
+                    frame.wrench,
+                    frame.timestamp_us,
+                    frame.temperature_c,
+                )
             body = bytearray(bota.encode_frame(frame)[1:35])
-            struct.pack_into("<f", body, 2 + 4 * int(rng.integers(0, 6)), 2e36)
+            struct.pack_into("<f", body, 2 + 4 * int(rng.integers(0, 6)), FORGED_VALUE[kind])
             return bota.seal(bytes(body))
         return bota.encode_frame(frame)
 

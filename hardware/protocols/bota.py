@@ -25,6 +25,7 @@ from twin.sensors.bota_commands import COMMAND_MAX_CHARS as MAX_COMMAND_LENGTH
 from twin.sensors.bota_commands import FRAME_BYTES as FRAME_LENGTH
 from twin.sensors.bota_commands import SINC_MAX as SINC_MAX  # re-exported
 from twin.sensors.bota_commands import SINC_MIN as SINC_MIN  # re-exported
+from twin.sensors.device import parse_config_dump
 
 FRAME_HEADER = 0xAA
 _BODY = struct.Struct("<H6fIf")  # bytes 1..34: status, wrench, timestamp, temperature
@@ -141,27 +142,97 @@ DEFINED_STATUS_BITS = 0x000F
 PLAUSIBLE_RANGE_FACTOR = 3.0
 #: Temperatures a working sensor can report, deg C (well beyond its operating range).
 PLAUSIBLE_TEMPERATURE_C = (-60.0, 150.0)
+#: Reasons of ``implausibility``, as the drivers count them.
+RESERVED_BITS, OUT_OF_RANGE, TEMPERATURE = "reserved status bits", "out of range", "temperature"
+RAW_NOT_CONFIGURED = "raw not configured"
+
+
+@dataclass(frozen=True)
+class RawOutput:
+    """The device's settings in force while it sends raw gauge values (calibration use off, the
+    ``c`` command): ``calibration`` M (6, 6) and ``offsets`` (6,) N, N m, read from its ``w``
+    dump. The force a raw frame stands for is ``M @ gauge - offsets`` (N, N m, sensor frame),
+    which is what the F/T service publishes for it (``G @ gauge + b``, ``G = M``, ``b = -offsets``).
+    """
+
+    calibration: np.ndarray
+    offsets: np.ndarray
+
+    def __post_init__(self) -> None:
+        m = np.array(self.calibration, dtype=float)
+        b = np.array(self.offsets, dtype=float).reshape(-1)
+        if (
+            m.shape != (6, 6)
+            or b.shape != (6,)
+            or not (np.all(np.isfinite(m)) and np.all(np.isfinite(b)))
+        ):
+            raise InvalidArgumentError(
+                f"raw output needs a finite 6x6 calibration and 6 finite offsets, got shapes "
+                f"{m.shape} and {b.shape}"
+            )
+        m.flags.writeable = b.flags.writeable = False
+        object.__setattr__(self, "calibration", m)
+        object.__setattr__(self, "offsets", b)
+
+    def wrench(self, gauge) -> np.ndarray:
+        """(6,) N, N m: the calibrated wrench of raw ``gauge`` values (6,)."""
+        return self.calibration @ np.asarray(gauge, dtype=float) - self.offsets
 
 
 def implausibility(
-    frame: BotaFrame, measuring_range, factor: float = PLAUSIBLE_RANGE_FACTOR
+    frame: BotaFrame,
+    measuring_range,
+    factor: float = PLAUSIBLE_RANGE_FACTOR,
+    raw: RawOutput | None = None,
 ) -> str | None:
     """Why a frame that passed its CRC cannot be a measurement, or None if it can.
 
     measuring_range: (6,) N, N m per axis; a value beyond ``factor`` times it, a non-finite
     value, a reserved status bit or a temperature outside ``PLAUSIBLE_TEMPERATURE_C`` is refused.
-    A RAW frame (strain-gauge values, not forces) is only required to be finite.
+    A RAW frame (strain-gauge values) is refused unless the device was configured for raw output
+    (``raw``, its calibration in force); then the range applies in raw units: the gauge values
+    must be finite and their calibrated wrench ``raw.wrench(gauge)`` within the same bound.
     """
     if frame.status & ~DEFINED_STATUS_BITS:
-        return "reserved status bits"
-    raw = frame.status & FtStatus.RAW
-    for v, r in zip(frame.wrench, measuring_range):
-        if not (math.isfinite(v) if raw else abs(v) <= factor * r):  # abs(nan) <= x is False
-            return "out of range"
+        return RESERVED_BITS
+    values = frame.wrench
+    if frame.status & FtStatus.RAW:
+        if raw is None:
+            return RAW_NOT_CONFIGURED
+        if not all(map(math.isfinite, values)):
+            return OUT_OF_RANGE
+        values = raw.wrench(values).tolist()
+    for v, r in zip(values, measuring_range):
+        if not abs(v) <= factor * r:  # abs(nan) <= x is False
+            return OUT_OF_RANGE
     lo, hi = PLAUSIBLE_TEMPERATURE_C
     if not lo <= frame.temperature_c <= hi:
-        return "temperature"
+        return TEMPERATURE
     return None
+
+
+def raw_output_of_dump(text: str) -> RawOutput | None:
+    """From the reply to ``w`` (the pending settings): their ``RawOutput`` if the ``c`` line turns
+    calibration use off, None if it is on. ``ProtocolError`` if the dump has no ``c`` line, or
+    turns calibration use off without all of ``m0..m5`` and ``b``."""
+    comm = [
+        fields
+        for line in text.replace("\r", "\n").split("\n")
+        if len(fields := [f.strip() for f in line.strip().split(",")]) == 5 and fields[0] == "c"
+    ]
+    if not comm or comm[-1][2] not in ("0", "1"):
+        raise ProtocolError(
+            f"the sensor's w dump has no c line with calibration use 0 or 1: {text!r}"
+        )
+    if comm[-1][2] == "1":
+        return None
+    matrix, offsets, _ = parse_config_dump(text)
+    if matrix is None or offsets is None or not np.all(np.isfinite(np.append(matrix, offsets))):
+        raise ProtocolError(
+            f"the sensor's w dump turns calibration use off (raw output) without a finite "
+            f"m0..m5 and b, which the range check of raw frames needs: {text!r}"
+        )
+    return RawOutput(matrix, offsets)
 
 
 class BotaStreamParser(FixedFrameParser[BotaFrame]):

@@ -35,6 +35,9 @@ time stamps) and subtracts the mean from then on. It drives the robot itself: ea
 then ``update()``. A control loop that owns the robot uses ``begin_tare`` and keeps calling
 ``update()``. The tare window also gives the covariances published with each sample (sample
 covariance of the filtered wrench, rotated into each port's frame); they are None before a tare.
+A tare over too few samples (``sampling.tare_min_samples``: at least 16, and half of what the
+duration gives at the device rate) fails (``TareResult.ok`` False, the reason naming the count and
+the minimum) and changes nothing; a duration that cannot give 16 samples is refused at once.
 
 Rate: ``hz()`` is measured from the time stamps of the last second of received samples
 (``sampling.SampleCounter``): samples lost on the way lower it.
@@ -68,7 +71,13 @@ from twin.sensors.errors import (
 )
 from twin.sensors.filters import LowPassBank
 from twin.sensors.ports import SENSOR_PORT, FramePorts, WrenchState, frame_pose
-from twin.sensors.sampling import SampleCounter, TareResult, TareWindow
+from twin.sensors.sampling import (
+    TARE_MIN_SAMPLES,
+    SampleCounter,
+    TareResult,
+    TareWindow,
+    tare_expected_samples,
+)
 from twin.sensors.wrench_log import WrenchLog
 from twin.spatial import SE3, batch
 
@@ -155,7 +164,11 @@ class FtSensorService:
             return
         device = self._robot.ft_device
         if device is None:
-            raise NoDeviceError(f"{type(self._robot).__name__} has no F/T sensor device")
+            raise NoDeviceError(
+                f"{type(self._robot).__name__} has no F/T sensor device (its ft_device is None: "
+                "no F/T sensor configured, or a sim robot opened without its F/T model, e.g. "
+                "sensors={'imu'}); expected a robot with an F/T sensor"
+            )
         dev.command(device, "C", "C")
         self._device = device
         try:
@@ -446,11 +459,19 @@ class FtSensorService:
         self._require_connected()
         if not (isinstance(duration, (int, float)) and math.isfinite(duration) and duration > 0):
             raise InvalidArgumentError(f"tare duration must be > 0 s, got {duration!r}")
-        self._tare = TareWindow(round(duration * 1e6))
+        rate = self._filter_rate_hz()
+        expected = tare_expected_samples(duration, rate)
+        if expected < TARE_MIN_SAMPLES:
+            raise InvalidArgumentError(
+                f"a tare of {duration:g} s gives {expected} samples at {rate:g} Hz; a tare needs "
+                f"at least {TARE_MIN_SAMPLES}: expected a duration >= "
+                f"{(TARE_MIN_SAMPLES - 1) / rate:g} s at this rate"
+            )
+        self._tare = TareWindow(round(duration * 1e6), rate)
 
     @property
     def tare_result(self) -> TareResult | None:
-        """The last completed tare, or None."""
+        """The last completed tare (``ok`` False if it had too few samples), or None."""
         return self._tare_result
 
     def tare(
@@ -463,7 +484,8 @@ class FtSensorService:
 
         ``step``: advances the robot one control period (default ``robot.step``). Gives up after
         ``max_cycles`` cycles (default: three times the expected count, plus 100) and returns a
-        result with ``ok=False``; the previous offset then stays.
+        result with ``ok=False``; the previous offset then stays, as after a window with too few
+        samples (module doc).
         """
         self.begin_tare(duration)
         step = step or self._robot.step
@@ -482,10 +504,11 @@ class FtSensorService:
         )  # fmt: skip
 
     def _finish_tare(self) -> None:
+        """Apply the window's tare; one over too few samples fails and changes nothing."""
         window, self._tare = self._tare, None
-        self._tare_result, cov = window.result()
-        self._offset = self._tare_result.offset.copy()
-        if cov is not None:
+        self._tare_result, cov = window.result(self._offset)
+        if self._tare_result.ok:
+            self._offset = self._tare_result.offset.copy()
             self._cov = cov
 
     # ----------------------------------------------------------------- logging

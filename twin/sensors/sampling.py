@@ -1,14 +1,41 @@
-"""Sample bookkeeping of the F/T services: the sample count behind ``hz()`` and the tare window."""
+"""Sample bookkeeping of the F/T services: the sample count behind ``hz()`` and the tare window.
+
+How many samples a tare needs (``docs/reference/ft-services.md``): the tare averages the
+calibrated, unfiltered samples, and the device's sinc filter is a moving average over exactly one
+output period, so successive samples carry independent noise and ``N`` of them leave
+``sigma / sqrt(N)`` in the offset (sigma: one sample's noise). A tare therefore needs at least
+``TARE_MIN_SAMPLES`` samples (at most a quarter of one sample's noise left), and at least
+``TARE_MIN_SHARE`` of the samples its duration gives at the device rate: fewer means samples were
+lost, rejected or delayed (a starved reader stamps a late burst at once, so the window spans the
+duration with a handful), and the offset's noise is then more than sqrt(2) times what the
+duration promises.
+"""
 
 from __future__ import annotations
 
 import collections
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 #: ``hz()`` averages over this much sensor time.
 HZ_WINDOW_S = 1.0
+#: The fewest samples a tare averages: the offset keeps at most sigma / 4 of noise (module doc).
+TARE_MIN_SAMPLES = 16
+#: The least share of the samples a tare's duration gives at the device rate (module doc).
+TARE_MIN_SHARE = 0.5
+
+
+def tare_expected_samples(duration_s: float, rate_hz: float) -> int:
+    """Samples in a tare window of ``duration_s`` at ``rate_hz``, both ends included."""
+    return math.floor(duration_s * rate_hz + 1e-9) + 1
+
+
+def tare_min_samples(duration_s: float, rate_hz: float) -> int:
+    """The fewest samples a tare of ``duration_s`` at ``rate_hz`` may average (module doc)."""
+    expected = tare_expected_samples(duration_s, rate_hz)
+    return max(TARE_MIN_SAMPLES, math.ceil(TARE_MIN_SHARE * expected))
 
 
 class SampleCounter:
@@ -55,10 +82,13 @@ class TareResult:
 
 
 class TareWindow:
-    """Samples collected for a tare over ``duration_us`` of sensor time."""
+    """Samples collected for a tare over ``duration_us`` of sensor time at ``rate_hz`` (the
+    device rate, for the least count: ``tare_min_samples``)."""
 
-    def __init__(self, duration_us: int) -> None:
+    def __init__(self, duration_us: int, rate_hz: float) -> None:
         self.duration_us = duration_us
+        self.rate_hz = rate_hz
+        self.min_samples = tare_min_samples(duration_us * 1e-6, rate_hz)
         self.first_t_us: int | None = None
         self.last_t_us = 0
         self.raw: list[np.ndarray] = []
@@ -73,11 +103,22 @@ class TareWindow:
         self.filtered.append(filtered)
         return t_us - self.first_t_us >= self.duration_us
 
-    def result(self) -> tuple[TareResult, np.ndarray | None]:
+    def result(self, previous: np.ndarray) -> tuple[TareResult, np.ndarray | None]:
         """The tare (offset = mean of the calibrated samples) and the covariance (6, 6) of the
-        filtered samples (None with fewer than two)."""
-        raw = np.array(self.raw)
-        offset = raw.mean(axis=0)
-        cov = np.cov(np.array(self.filtered), rowvar=False) if len(raw) >= 2 else None
+        filtered samples; a failed result keeping the ``previous`` offset (6,) and no covariance
+        if the window holds fewer than ``min_samples``."""
+        n = len(self.raw)
         duration_s = (self.last_t_us - self.first_t_us) * 1e-6
-        return TareResult(True, offset, len(raw), duration_s), cov
+        if n < self.min_samples:
+            expected = tare_expected_samples(self.duration_us * 1e-6, self.rate_hz)
+            reason = (
+                f"tare over {n} samples ({duration_s:.3f} s of sensor time); at least "
+                f"{self.min_samples} are needed ({TARE_MIN_SAMPLES}, and {TARE_MIN_SHARE:g} of "
+                f"the {expected} that {self.duration_us * 1e-6:g} s at {self.rate_hz:g} Hz "
+                "gives): samples were lost, rejected or delayed; the previous offset stays, "
+                "repeat the tare"
+            )
+            return TareResult(False, previous.copy(), n, duration_s, reason), None
+        raw = np.array(self.raw)
+        cov = np.cov(np.array(self.filtered), rowvar=False)
+        return TareResult(True, raw.mean(axis=0), n, duration_s), cov
