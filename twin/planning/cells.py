@@ -13,10 +13,15 @@ percentage and a stage text. ``package_cell`` zips a cell (its URDF included, so
 self-contained) and ``install_package`` unpacks one into the user cells directory after checking
 every entry: no absolute paths, no ``..``, no links or special files, nothing outside the target.
 
-Containment: every path a cell names (its URDF, relative or ``asset:``) goes through one check,
+Containment: every path a cell names (its URDF, relative or ``asset:``, and every mesh file the
+URDF names: ``<mesh filename>``, plain, ``file://`` or ``package://``) goes through one check,
 ``_contained``: a portable relative path without ``..`` that, links resolved, stays inside its base
-directory (the cell directory, or the shipped ``assets``), so neither ``load_cell`` nor
-``package_cell`` ever reads a host file from outside. Packages are bounded: at most
+directory (the cell directory, or the shipped ``assets`` for an ``asset:`` URDF), so neither
+``install_package``, ``load_cell`` nor ``package_cell`` ever reads a host file from outside. A mesh
+path is taken relative to the URDF's folder and must stay inside the base (``../meshes/x.stl``
+beside a ``robot/`` folder is fine; ``/abs/x.stl``, ``file:///etc/hostname`` and anything leaving
+the base are refused); ``package://<pkg>/<rest>`` is looked for as the model loader does, in the
+URDF's folder and each parent up to the base, never above it. Packages are bounded: at most
 ``MAX_PACKAGE_ENTRIES`` entries, ``MAX_PATH_DEPTH`` path components, ``MAX_PACKAGE_BYTES``
 unpacked and an expansion ratio (unpacked / packed) of ``MAX_EXPANSION_RATIO``; an entry that
 unpacks to more than its header says, duplicate names and every other zip failure raise
@@ -27,9 +32,11 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import shutil
 import stat
 import tempfile
+import xml.etree.ElementTree as ET
 import zipfile
 import zlib
 from collections.abc import Callable, Sequence
@@ -49,6 +56,8 @@ CELL_FILE = "cell.json"
 FORMAT_NAME = "twin-cell"
 FORMAT_VERSION = 1
 ASSET_PREFIX = "asset:"
+PACKAGE_SCHEME = "package://"
+FILE_SCHEME = "file://"
 ENV_CELLS_DIR = "TWIN_CELLS_DIR"
 GENERATED = "generated"
 MANIFEST = "manifest.json"
@@ -193,8 +202,51 @@ def _read_config(path: Path, name: str) -> dict[str, Any]:
     urdf = robot.get("urdf") if isinstance(robot, dict) else None
     if not isinstance(urdf, str) or not urdf:
         raise CellError(f"{path}: robot.urdf must name the robot's URDF")
-    _urdf_path(path.parent, urdf, f"{path}: robot.urdf")
+    urdf_file = _urdf_path(path.parent, urdf, f"{path}: robot.urdf")
+    base = _assets_dir() if urdf.startswith(ASSET_PREFIX) else path.parent
+    for uri in _mesh_uris(urdf_file, f"{path}: robot.urdf"):
+        _mesh_path(base, urdf_file, uri, f"{path}: robot.urdf mesh")
     return config
+
+
+def _mesh_uris(urdf: Path, what: str) -> list[str]:
+    """Every ``<mesh filename>`` of the URDF ``urdf`` (collision and visual); ``CellError`` for
+    a URDF that is not readable XML."""
+    try:
+        root = ET.fromstring(urdf.read_bytes())
+    except (OSError, ET.ParseError, ValueError, RecursionError) as e:
+        raise CellError(f"{what}: {urdf.name} is not a readable URDF ({e})") from e
+    return [m.get("filename") or "" for m in root.iter("mesh")]
+
+
+def _mesh_path(base: Path, urdf: Path, uri: str, what: str) -> Path:
+    """The file mesh reference ``uri`` of the URDF ``urdf`` names, through ``_contained`` in
+    ``base`` (module doc); ``PackageError`` for one that leaves it, ``CellError`` for one that
+    names no file inside it."""
+    folder = urdf.parent.resolve().relative_to(Path(base).resolve())  # _contained: inside base
+    if uri.startswith(PACKAGE_SCHEME):
+        rest = _safe_relative(uri[len(PACKAGE_SCHEME) :].lstrip("/"), f"{what} {uri!r}")
+        for d in (folder, *folder.parents):
+            candidate = _contained(base, (d / rest).as_posix(), f"{what} {uri!r}")
+            if candidate.is_file():
+                return candidate
+        raise CellError(f"{what}: {uri!r} names no file inside {base}")
+    name = uri[len(FILE_SCHEME) :] if uri.startswith(FILE_SCHEME) else uri
+    if "://" in name or not name:
+        raise PackageError(f"{what}: {uri!r} is not a file path inside the cell")
+    rel = posixpath.normpath((folder / _relative_mesh(name, f"{what} {uri!r}")).as_posix())
+    target = _contained(base, rel, f"{what} {uri!r}")
+    if not target.is_file():
+        raise CellError(f"{what}: {uri!r} names no file inside {base}")
+    return target
+
+
+def _relative_mesh(name: str, what: str) -> str:
+    """``name`` if it is a relative path (``..`` allowed: the caller's ``_contained`` bounds
+    it), else ``PackageError``."""
+    if "\\" in name or PurePosixPath(name).is_absolute() or (len(name) > 1 and name[1] == ":"):
+        raise PackageError(f"{what}: an absolute path; expected a path inside the cell")
+    return name
 
 
 def _assets_dir() -> Path:
