@@ -169,8 +169,10 @@ def _element(spec: dict, name: str) -> ToolBoxElement:
         if compliant is not None:
             box = TransformedBox(np.array(compliant["transform"]), compliant["dimensions"])
         return ToolBoxElement(np.array(spec["transform"]), spec["rigid_box_dimensions"], box)
-    except (KeyError, TypeError) as e:
-        raise CellError(f"attachment {name!r}: malformed element {spec!r} ({e})") from e
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        if isinstance(e, PlanningInputError):
+            raise PlanningInputError(f"attachment {name!r}: {e}") from None
+        raise CellError(f"attachment {name!r}: malformed element {str(spec)[:200]} ({e})") from e
 
 
 def find_cell(cell_name: str, cells_dir: str | Path | None = None) -> Path:
@@ -192,8 +194,11 @@ def load_cell(cell_name: str, cells_dir: str | Path | None = None) -> Cell:
 def _read_config(path: Path, name: str) -> dict[str, Any]:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise CellError(f"{path}: not a readable JSON cell file ({e})") from e
+    except (OSError, ValueError, RecursionError) as e:  # not UTF-8, not JSON, nested too deeply
+        what = "nested too deeply" if isinstance(e, RecursionError) else e
+        raise CellError(f"{path}: not a readable JSON cell file ({what})") from e
+    if not isinstance(config, dict):
+        raise CellError(f"{path}: expected a JSON object, got {type(config).__name__}")
     if config.get("format") != FORMAT_NAME or config.get("version") != FORMAT_VERSION:
         raise CellError(f"{path}: expected format {FORMAT_NAME!r} version {FORMAT_VERSION}")
     if config.get("name") != name:
@@ -202,6 +207,18 @@ def _read_config(path: Path, name: str) -> dict[str, Any]:
     urdf = robot.get("urdf") if isinstance(robot, dict) else None
     if not isinstance(urdf, str) or not urdf:
         raise CellError(f"{path}: robot.urdf must name the robot's URDF")
+    for key in ("attachments", "limits", "planner"):
+        if not isinstance(config.get(key, {}), dict):
+            raise CellError(f"{path}: {key} must be a JSON object")
+    for name, spec in config.get("attachments", {}).items():
+        elements = spec.get("elements") if isinstance(spec, dict) else None
+        if not isinstance(elements, list):
+            raise CellError(f"{path}: attachment {name!r} needs a list of elements")
+        for e in elements:
+            _element(e, name)  # CellError / PlanningInputError naming the attachment
+    for profile, params in config.get("planner", {}).items():
+        if not isinstance(params, dict):
+            raise CellError(f"{path}: planner.{profile} must be a JSON object")
     urdf_file = _urdf_path(path.parent, urdf, f"{path}: robot.urdf")
     base = _assets_dir() if urdf.startswith(ASSET_PREFIX) else path.parent
     for uri in _mesh_uris(urdf_file, f"{path}: robot.urdf"):
