@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from twin.names import closest
+from twin.names import closest, quoted
 from twin.spatial import quaternion
 
 #: The scenes shipped in ``assets/scenes/`` (names accepted by ``load_scene``).
@@ -123,7 +123,7 @@ class SceneItem:
                 raise
             raise SceneFormatError(
                 f"item {self.name!r}: cannot read mesh {self.mesh_path} ({type(e).__name__}: "
-                f"{_short(str(e))}); expected an OBJ or STL file"
+                f"{quoted(str(e))}); expected an OBJ or STL file"
             ) from e
         vertices = raw.vertices * self.dims
         _within_extent(vertices, f"item {self.name!r}: mesh {self.mesh_path.name} scaled")
@@ -304,13 +304,8 @@ def _floats(value: object, n: int, label: str) -> np.ndarray:
     ok = ok and all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
     arr = np.array(value, dtype=float) if ok else None
     if arr is None or not np.all(np.isfinite(arr)):
-        raise SceneFormatError(f"{label}: expected {n} finite numbers, got {_short(value)}")
+        raise SceneFormatError(f"{label}: expected {n} finite numbers, got {quoted(value)}")
     return arr
-
-
-def _short(value: object, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _within_extent(values: np.ndarray, label: str) -> None:

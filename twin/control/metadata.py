@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from twin.control.errors import MetadataError
+from twin.names import quoted
 
 __all__ = [
     "MIN_EXPLOY_VERSION",
@@ -119,13 +120,13 @@ def parse_exploy_version(text: str | None) -> tuple[int, int]:
         version = None
     if not isinstance(version, str):
         raise MetadataError(
-            f"metadata 'exploy_version' is {_short(text)}; expected a JSON string such as "
+            f"metadata 'exploy_version' is {quoted(text)}; expected a JSON string such as "
             "'\"0.1.0\"'"
         )
     match = _VERSION.match(version)
     if match is None:
         raise MetadataError(
-            f"metadata 'exploy_version' is {_short(version)}; expected MAJOR.MINOR[...]"
+            f"metadata 'exploy_version' is {quoted(version)}; expected MAJOR.MINOR[...]"
         )
     parsed = (int(match[1]), int(match[2]))
     if parsed < MIN_EXPLOY_VERSION:
@@ -148,7 +149,7 @@ def parse_update_rate(text: str | None) -> float:
         rate = math.nan
     if not (math.isfinite(rate) and rate > 0.0):
         raise MetadataError(
-            f"metadata 'update_rate' is {_short(text)}; expected a positive rate in Hz"
+            f"metadata 'update_rate' is {quoted(text)}; expected a positive rate in Hz"
         )
     return rate
 
@@ -282,13 +283,7 @@ def _load(text: str, key: str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError) as e:  # JSONDecodeError, a 5000-digit number, nesting
         what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-        raise MetadataError(f"metadata {key!r} is not valid JSON ({what}): {_short(text)}") from e
-
-
-def _short(value: object, limit: int = 120) -> str:
-    """``repr(value)`` cut to ``limit`` characters (a metadata value can be megabytes)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+        raise MetadataError(f"metadata {key!r} is not valid JSON ({what}): {quoted(text)}") from e
 
 
 def read_model_metadata(modelmeta: Any, path: object) -> dict[str, str]:
@@ -384,5 +379,5 @@ def _field(obj: dict[str, Any], key: str, name: str, kind: type, default: object
         except OverflowError:
             pass
     raise MetadataError(
-        f"metadata {key!r}: field {name!r} is {_short(value)}; expected {kind.__name__}"
+        f"metadata {key!r}: field {name!r} is {quoted(value)}; expected {kind.__name__}"
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 import tomllib
 
-from twin.names import closest
+from twin.names import closest, quoted
 from twin.scenario.expect import Expectation
 
 #: Task kind -> field -> (default or REQUIRED, kind of value). Kinds of value: "q" (6 numbers),
@@ -97,7 +97,7 @@ def _numbers(value: Any, n: int | None, where: str) -> tuple[float, ...]:
     if not ok or (n is not None and len(value) != n):
         count = f"{n} " if n is not None else ""
         raise ScenarioError(
-            f"{where}: expected a list of {count}finite numbers, got {_short(value)}"
+            f"{where}: expected a list of {count}finite numbers, got {quoted(value)}"
         )
     return tuple(float(v) for v in value)
 
@@ -105,7 +105,7 @@ def _numbers(value: Any, n: int | None, where: str) -> tuple[float, ...]:
 def _value(kind: str, value: Any, where: str) -> Any:
     if kind == "str":
         if not isinstance(value, str) or not value:
-            raise ScenarioError(f"{where}: expected a non-empty string, got {_short(value)}")
+            raise ScenarioError(f"{where}: expected a non-empty string, got {quoted(value)}")
         return value
     if kind == "vec3":
         return _numbers(value, 3, where)
@@ -114,7 +114,7 @@ def _value(kind: str, value: Any, where: str) -> Any:
         if not isinstance(value, list) or len(value) > MAX_LIST_ITEMS:
             raise ScenarioError(
                 f"{where}: expected a list of at most {MAX_LIST_ITEMS} lists of {n} numbers, got "
-                f"{_short(value)}"
+                f"{quoted(value)}"
             )
         out = tuple(_numbers(v, n, f"{where}[{i}]") for i, v in enumerate(value))
         if kind == "pose_list":
@@ -127,7 +127,7 @@ def _value(kind: str, value: Any, where: str) -> Any:
                     )
         return out
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ScenarioError(f"{where}: expected a number, got {_short(value)}")
+        raise ScenarioError(f"{where}: expected a number, got {quoted(value)}")
     if value <= 0:
         bound = "in (0, 1]" if kind == "fraction" else "> 0"
         raise ScenarioError(f"{where}: expected a number {bound}, got {value!r}")
@@ -139,12 +139,6 @@ def _value(kind: str, value: Any, where: str) -> Any:
             f"{value!r} (docs/formats/scenario.md)"
         )
     return float(value)
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    """``repr(value)``, cut to ``limit`` characters (a fuzzed value can be megabytes)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _scene(scene: str, path: pathlib.Path, where: str) -> str:
@@ -226,7 +220,7 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
     if not isinstance(kind, str) or kind not in TASK_FIELDS:
         hint = closest(kind, TASK_FIELDS) if isinstance(kind, str) else ""
         raise ScenarioError(
-            f"{where}: [task] kind = {_short(kind)}{hint}; expected a string, one of "
+            f"{where}: [task] kind = {quoted(kind)}{hint}; expected a string, one of "
             f"{', '.join(TASK_FIELDS)}"
         )
     spec = TASK_FIELDS[kind]
