@@ -596,3 +596,28 @@ def test_the_cli_answers_bad_input_in_one_line(tmp_path, case):
 
 def _with_out(args: list[str], folder: pathlib.Path) -> list[str]:
     return [*args, "--out", str(folder / "out"), "--no-render"] if args[0] == "plan" else args
+
+
+def test_a_cell_with_meshes_packages_installs_and_opens(tmp_path):
+    """A cell on the shipped UR5 (package:// meshes inside the assets): the package carries the
+    meshes where the packaged URDF finds them, and the installed cell's model opens them from
+    inside the installed cell only."""
+    from twin.kinematics import ArmModel
+
+    user = tmp_path / "user"
+    (user / "ur5cell").mkdir(parents=True)
+    doc = {"format": "twin-cell", "version": 1, "name": "ur5cell"}
+    doc["robot"] = {"urdf": "asset:arms/ur5/ur5.urdf"}
+    (user / "ur5cell" / "cell.json").write_text(json.dumps(doc))
+    package = package_cell("ur5cell", tmp_path / "ur5.zip", cells_dir=user)
+    with zipfile.ZipFile(package) as z:
+        meshes = [n for n in z.namelist() if n.lower().endswith(".stl")]
+    assert meshes and all(n.startswith("ur5cell/robot/meshes/") for n in meshes)
+    installed = install_package(package, tmp_path / "cells")
+    cell = load_cell("ur5cell", tmp_path / "cells")
+    model = ArmModel.from_urdf(cell.urdf_path)
+    assert len(model.joint_names) == 6
+    from twin.kinematics.urdf import parse_urdf
+
+    files = [f for link in parse_urdf(cell.urdf_path).links.values() for f in link.mesh_files]
+    assert files and all(f.resolve().is_relative_to(installed.resolve()) for f in files if f)

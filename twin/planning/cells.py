@@ -432,8 +432,9 @@ def package_cell(
     cells_dir: str | Path | None = None,
 ) -> Path:
     """Zip cell ``cell_name`` into ``output_zip`` (entries under ``<cell_name>/``): its
-    ``cell.json`` (the URDF reference rewritten to the copy inside the package), the URDF, and
-    the generated data of the profiles in ``include_generated``.
+    ``cell.json`` (the URDF reference rewritten to the copy inside the package), the URDF, the
+    mesh files it names (``_packaged_meshes``), and the generated data of the profiles in
+    ``include_generated``.
 
     Raises ``CellError`` for an unknown cell or missing generated data, ``FileExistsError`` if
     ``output_zip`` exists, ``FileNotFoundError`` if its folder does not.
@@ -457,10 +458,35 @@ def package_cell(
     with zipfile.ZipFile(out, "x", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr(f"{cell.name}/{CELL_FILE}", json.dumps(config, indent=1) + "\n")
         z.write(urdf, f"{cell.name}/robot/{urdf.name}")
+        for name, mesh in _packaged_meshes(cell, urdf).items():
+            z.write(mesh, f"{cell.name}/{name}")
         for p, d in generated:
             for f in sorted(d.iterdir()):
                 if f.is_file() and not f.is_symlink():
                     z.write(f, f"{cell.name}/{GENERATED}/{p.value}/{f.name}")
+    return out
+
+
+def _packaged_meshes(cell: Cell, urdf: Path) -> dict[str, Path]:
+    """The mesh files the URDF names (each through ``_mesh_path``), by the path inside the
+    packaged cell where the packaged URDF (``robot/<file>``) finds them: ``robot/<rest>`` for
+    ``package://<rest>`` (its first candidate), ``robot/<path>`` for a relative path
+    (normalised); ``PackageError`` for one that would land outside the packaged cell."""
+    ref = cell.config["robot"]["urdf"]
+    base = _assets_dir() if ref.startswith(ASSET_PREFIX) else cell.directory
+    what = f"cell {cell.name!r}: robot.urdf mesh"
+    out: dict[str, Path] = {}
+    for uri in _mesh_uris(urdf, what):
+        source = _mesh_path(base, urdf, uri, what)
+        if uri.startswith(PACKAGE_SCHEME):
+            rel = uri[len(PACKAGE_SCHEME) :].lstrip("/")
+        else:
+            rel = uri[len(FILE_SCHEME) :] if uri.startswith(FILE_SCHEME) else uri
+        name = posixpath.normpath(f"robot/{rel}")
+        _safe_relative(name, f"{what} {uri!r} in the package")
+        if name == f"robot/{urdf.name}":
+            raise PackageError(f"{what} {uri!r} would replace the URDF in the package")
+        out[name] = source
     return out
 
 
