@@ -240,7 +240,9 @@ def _mesh_path(base: Path, urdf: Path, uri: str, what: str) -> Path:
     """The file mesh reference ``uri`` of the URDF ``urdf`` names, through ``_contained`` in
     ``base`` (module doc); ``PackageError`` for one that leaves it, ``CellError`` for one that
     names no file inside it."""
-    folder = urdf.parent.resolve().relative_to(Path(base).resolve())  # _contained: inside base
+    # the model loader resolves mesh paths from the URDF's real folder (links followed), which
+    # _contained has already found inside base
+    folder = urdf.resolve().parent.relative_to(Path(base).resolve())
     if uri.startswith(PACKAGE_SCHEME):
         rest = _safe_relative(uri[len(PACKAGE_SCHEME) :].lstrip("/"), f"{what} {uri!r}")
         for d in (folder, *folder.parents):

@@ -192,8 +192,12 @@ class Obstacle:
 
 
 def _radius(value: object) -> float:
-    if isinstance(value, int | float) and value == 0:
-        return 0.0
+    """A cloud's point radius m: 0 (bare points) or a size within the planner's bounds."""
+    try:
+        if float(value) == 0.0:  # type: ignore[arg-type]
+            return 0.0
+    except (TypeError, ValueError, OverflowError):
+        pass  # v.length names what was wrong
     return v.length(value, "point_radius (0 for bare points)")
 
 
