@@ -578,7 +578,14 @@ CLI_CASES = {
     "test tare 1e30": lambda d: ["test", _scenario(d / "t.toml", "tare_s", 1e30)],
     "test ray unreachable": lambda d: ["test", str(shipped_suite()), "--ray", "127.0.0.1:1"],
     "run non-UTF-8 metadata": lambda d: ["run", "--policy", _bad_policy(d / "p.onnx")],
+    "run nested steps file": lambda d: ["run", "--targets", _nested_scene(d / "s.json")],
+    "run step of 1e300 s": lambda d: ["run", "--targets", _long_step(d / "l.json")],
 }
+
+
+def _long_step(path: pathlib.Path) -> str:
+    path.write_text(json.dumps([{"target": [0.3, 0.0, 0.3], "duration_s": 1e300}]))
+    return str(path)
 
 
 @pytest.mark.parametrize("case", list(CLI_CASES))
