@@ -104,6 +104,21 @@ def test_a_scene_beyond_the_bound_names_file_and_item(tmp_path):
         load_scene(path)
 
 
+def test_a_scene_at_the_bound_is_a_planner_input_at_the_bound(tmp_path):
+    """A scene box of the largest size centred as far out as allowed becomes a planner box
+    (bottom-centred, so its transform lies beyond the bound: the bound holds for the centre)."""
+    s = WORLD_EXTENT_M
+    item = {"name": "floor", "kind": "box", "pose": [0, 0, -s, 1, 0, 0, 0], "size": [s, s, s]}
+    path = tmp_path / "floor.json"
+    path.write_text(json.dumps({"format": "twin-scene", "version": 1, "items": [item]}))
+    (box,) = obstacles_from_scene(path)
+    assert box.pose[2, 3] == pytest.approx(-1.5 * s)
+    item["pose"][2] = -1.001 * s
+    path.write_text(json.dumps({"format": "twin-scene", "version": 1, "items": [item]}))
+    with pytest.raises(SceneFormatError, match="within \\+-1000 m"):
+        load_scene(path)
+
+
 def test_a_box_at_the_bound_blocks_what_it_covers(planner, goal):
     """A 1000 m cube whose top face is 5 cm above the goal's TCP: the goal is blocked (the
     1e17 m box of issue 31 did this too; 1e18 m was dropped, and is now refused)."""

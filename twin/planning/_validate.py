@@ -49,6 +49,11 @@ def _bounded(x: np.ndarray, what: str, extent: float | None) -> None:
         )
 
 
+def within(x: np.ndarray, what: str, extent: float = WORLD_EXTENT_M) -> None:
+    """``PlanningInputError`` unless every coordinate of ``x`` (m) lies within +-``extent``."""
+    _bounded(np.asarray(x, dtype=float), what, extent)
+
+
 def pose(value: object, what: str, *, extent: float | None = WORLD_EXTENT_M) -> np.ndarray:
     """A finite rigid 4x4 homogeneous matrix (rows are matrix rows), read-only; its translation
     (m) within +-``extent`` (None: unbounded)."""

@@ -25,14 +25,12 @@ class TransformedBox:
     dimensions: np.ndarray
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "bottom_centered_transform",
-            v.pose(self.bottom_centered_transform, "box transform"),
-        )
-        object.__setattr__(
-            self, "dimensions", v.vector3(self.dimensions, "box dimensions", positive=True)
-        )
+        m = v.pose(self.bottom_centered_transform, "box transform", extent=None)
+        d = v.vector3(self.dimensions, "box dimensions", positive=True)
+        # the bound holds for the box's centre, as a scene file gives it (issue 31)
+        v.within(m[:3, 3] + 0.5 * d[2] * m[:3, 2], "box transform (the box's centre)")
+        object.__setattr__(self, "bottom_centered_transform", m)
+        object.__setattr__(self, "dimensions", d)
 
     def transformed(self, frame_T_context: np.ndarray) -> TransformedBox:
         """The same box with its transform expressed in another frame (4x4 ``frame_T_context``)."""
