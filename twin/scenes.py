@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from twin.names import closest
+from twin.names import closest, quoted
 from twin.spatial import quaternion
 
 #: The scenes shipped in ``assets/scenes/`` (names accepted by ``load_scene``).
@@ -35,6 +35,12 @@ SHIPPED_SCENES = ("table", "shelf", "bin", "cage")
 FORMAT_NAME = "twin-scene"
 FORMAT_VERSION = 1
 _QUAT_NORM_TOLERANCE = 1e-3  # hand-typed quaternions (0.7071...) are renormalised within this
+#: m: every position and size in a scene (item positions, box sizes, radii, lengths, mesh
+#: vertices after scaling, point-cloud coordinates) lies within +-EXTENT_M; sizes are at least
+#: MIN_SIZE_M. The planner enforces the same bounds on its API (``twin.planning._validate``);
+#: ``docs/formats/planner-geometry.md`` says why.
+EXTENT_M = 1e3
+MIN_SIZE_M = 1e-6
 
 
 class SceneError(ValueError):
@@ -110,8 +116,18 @@ class SceneItem:
         """The triangles of a mesh item, scaled by ``dims``, in the item frame (m)."""
         if self.kind is not ItemKind.MESH or self.mesh_path is None:
             raise TypeError(f"item {self.name!r} is a {self.kind.value}, not a mesh")
-        raw = read_mesh(self.mesh_path)
-        return TriangleMesh(raw.vertices * self.dims, raw.faces)
+        try:
+            raw = read_mesh(self.mesh_path)
+        except (OSError, ValueError, IndexError) as e:  # a SceneFormatError passes as it is
+            if isinstance(e, SceneError):
+                raise
+            raise SceneFormatError(
+                f"item {self.name!r}: cannot read mesh {self.mesh_path} ({type(e).__name__}: "
+                f"{quoted(str(e))}); expected an OBJ or STL file"
+            ) from e
+        vertices = raw.vertices * self.dims
+        _within_extent(vertices, f"item {self.name!r}: mesh {self.mesh_path.name} scaled")
+        return TriangleMesh(vertices, raw.faces)
 
     def world_points(self) -> np.ndarray:
         """(N, 3) m: a point cloud item's points in the world frame."""
@@ -191,12 +207,27 @@ def load_scene(source: str | Path) -> Scene:
             else f"unknown scene {str(source)!r}{_closest(str(source))}; expected a shipped scene "
             f"({', '.join(SHIPPED_SCENES)}) or the path of a scene .json file"
         )
-    with open(path, encoding="utf-8") as fh:
-        try:
-            data = json.load(fh)
-        except json.JSONDecodeError as e:
-            raise SceneFormatError(f"{path}: not valid JSON ({e})") from e
-    return parse_scene(data, base_dir=path.parent, path=path)
+    return parse_scene(read_json(path), base_dir=path.parent, path=path)
+
+
+def read_json(path: Path) -> object:
+    """The decoded JSON of a scene file; ``SceneFormatError`` naming the file and what was wrong
+    (unreadable, not UTF-8, not JSON, nested too deeply) instead of a traceback."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as e:
+        raise SceneFormatError(f"{path}: cannot read the scene file ({e.strerror or e})") from e
+    except UnicodeDecodeError as e:
+        raise SceneFormatError(
+            f"{path}: not UTF-8 text (byte {e.start}); expected a scene .json file"
+        ) from e
+    except json.JSONDecodeError as e:
+        raise SceneFormatError(f"{path}: not valid JSON ({e})") from e
+    except RecursionError as e:
+        raise SceneFormatError(
+            f"{path}: JSON nested too deeply; expected a scene object (format in "
+            "assets/scenes/README.md)"
+        ) from e
 
 
 def parse_scene(data: dict, base_dir: Path, path: Path | None = None) -> Scene:
@@ -269,14 +300,26 @@ def _parse_item(raw: object, index: int, base_dir: Path, where: str) -> SceneIte
 
 
 def _floats(value: object, n: int, label: str) -> np.ndarray:
-    arr = np.array(value, dtype=float) if isinstance(value, list | tuple) else None
-    if arr is None or arr.shape != (n,) or not np.all(np.isfinite(arr)):
-        raise SceneFormatError(f"{label}: expected {n} finite numbers, got {value!r}")
+    ok = isinstance(value, list | tuple) and len(value) == n
+    ok = ok and all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
+    arr = np.array(value, dtype=float) if ok else None
+    if arr is None or not np.all(np.isfinite(arr)):
+        raise SceneFormatError(f"{label}: expected {n} finite numbers, got {quoted(value)}")
     return arr
+
+
+def _within_extent(values: np.ndarray, label: str) -> None:
+    """``SceneFormatError`` unless every entry of ``values`` (m) lies within +-``EXTENT_M``."""
+    if values.size and float(np.max(np.abs(values))) > EXTENT_M:
+        raise SceneFormatError(
+            f"{label}: values must lie within +-{EXTENT_M:g} m, got "
+            f"{float(np.max(np.abs(values))):.6g} m (docs/formats/planner-geometry.md)"
+        )
 
 
 def _pose(value: object, label: str) -> np.ndarray:
     pose = _floats(value, 7, f"{label} pose [px, py, pz, qw, qx, qy, qz]")
+    _within_extent(pose[:3], f"{label} pose position")
     norm = np.linalg.norm(pose[3:])
     if abs(norm - 1.0) > _QUAT_NORM_TOLERANCE:
         raise SceneFormatError(
@@ -297,11 +340,12 @@ def _dims(raw: dict, kind: ItemKind, label: str) -> np.ndarray:
             arr = _floats(raw.get("size"), 3, f"{label} size [sx, sy, sz] (m)")
         else:
             v = raw.get(key)
-            if not isinstance(v, int | float) or not np.isfinite(v):
-                raise SceneFormatError(f'{label}: expected a number "{key}" (m), got {v!r}')
-            arr = np.array([float(v)])
-        if np.any(arr <= 0.0):
-            raise SceneFormatError(f'{label}: "{key}" must be > 0, got {arr.tolist()}')
+            arr = _floats([v], 1, f'{label} "{key}" (m)')
+        if np.any(arr < MIN_SIZE_M) or np.any(arr > EXTENT_M):
+            raise SceneFormatError(
+                f'{label}: "{key}" must be > 0 (at least {MIN_SIZE_M:g}) and at most {EXTENT_M:g}, '
+                f"got {arr.tolist()} (docs/formats/planner-geometry.md)"
+            )
         values.extend(arr.tolist())
     dims = np.array(values)
     dims.flags.writeable = False
@@ -311,14 +355,19 @@ def _dims(raw: dict, kind: ItemKind, label: str) -> np.ndarray:
 def _read_cloud(path: Path, label: str) -> tuple[np.ndarray, np.ndarray | None]:
     if path.suffix.lower() != ".npy":
         raise SceneFormatError(f"{label}: a point cloud file must be .npy, got {path.name}")
-    arr = np.load(path, allow_pickle=False)
-    if arr.ndim != 2 or arr.shape[1] not in (3, 6) or arr.shape[0] == 0:
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise SceneFormatError(f"{label}: {path.name} is not a readable .npy array ({e})") from e
+    if arr.dtype.kind not in "iuf" or arr.ndim != 2 or arr.shape[1] not in (3, 6) or not len(arr):
         raise SceneFormatError(
-            f"{label}: {path.name} must hold an (N, 3) or (N, 6) array, got {arr.shape}"
+            f"{label}: {path.name} must hold an (N, 3) or (N, 6) array of numbers, got "
+            f"{arr.shape} {arr.dtype}"
         )
     arr = arr.astype(float)
     if not np.all(np.isfinite(arr)):
         raise SceneFormatError(f"{label}: {path.name} contains non-finite values")
+    _within_extent(arr[:, :3], f"{label}: {path.name} points")
     points = np.ascontiguousarray(arr[:, :3])
     colors = np.ascontiguousarray(arr[:, 3:]) if arr.shape[1] == 6 else None
     for a in (points, colors):

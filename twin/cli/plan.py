@@ -25,15 +25,41 @@ from twin.spatial import batch
 DEFAULT_OUT = Path("twin-plan")
 
 
+#: Tolerance on a pose goal's quaternion norm (hand-typed 0.7071... is renormalised within it).
+QUAT_NORM_TOLERANCE = 1e-3
+
+
 class GoalError(ValueError):
     """A ``--goal`` or ``--start`` that is not 3, 6 or 7 numbers."""
+
+
+def check_goal(values: np.ndarray, text: str, extent_m: float) -> np.ndarray:
+    """A goal's numbers (module doc) checked: a TCP position within +-``extent_m`` m, a pose's
+    quaternion ``[w, x, y, z]`` of unit norm (renormalised); ``GoalError`` otherwise."""
+    if len(values) == 6:
+        return values
+    if np.max(np.abs(values[:3])) > extent_m:
+        raise GoalError(
+            f"--goal {text!r}: the TCP position must lie within +-{extent_m:g} m (the planner's "
+            "geometry bound)"
+        )
+    if len(values) == 7:
+        with np.errstate(over="ignore"):
+            norm = float(np.linalg.norm(values[3:]))
+        if not abs(norm - 1.0) <= QUAT_NORM_TOLERANCE:
+            raise GoalError(
+                f"--goal {text!r}: the quaternion qw,qx,qy,qz has norm {norm:.6g}; expected a "
+                "unit quaternion"
+            )
+        values = np.concatenate([values[:3], values[3:] / norm])
+    return values
 
 
 def parse_numbers(text: str, counts: tuple[int, ...], what: str) -> np.ndarray:
     """``"a,b,c"`` -> (n,) floats with n in ``counts``; ``GoalError`` naming ``what``."""
     try:
         values = np.array([float(x) for x in text.replace(" ", "").split(",") if x], float)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise GoalError(f"{what} {text!r}: expected comma-separated numbers") from None
     if len(values) not in counts or not np.all(np.isfinite(values)):
         raise GoalError(
@@ -97,18 +123,23 @@ def run_plan(args: argparse.Namespace) -> int:
         PathRequest,
         Planner,
         PlannerSettings,
+        PlanningInputError,
         obstacles_from_scene,
     )
+    from twin.planning._validate import WORLD_EXTENT_M
     from twin.report.path_doc import path_document, write_path
     from twin.report.snapshot import render_snapshot
+    from twin.scenes import SceneError
 
     try:
         scene = resolve_scene(args.scene)
-        goal_values = [parse_numbers(g, (3, 6, 7), "--goal") for g in args.goal]
+        goal_values = [
+            check_goal(parse_numbers(g, (3, 6, 7), "--goal"), g, WORLD_EXTENT_M) for g in args.goal
+        ]
         planner = Planner(PlannerSettings(seed=args.seed))
         planner.set_obstacles(obstacles_from_scene(scene))
         start = _start(args, np.asarray(planner.model.home_q, dtype=float))
-    except GoalError as e:
+    except (GoalError, SceneError, PlanningInputError) as e:
         print(f"twin plan: error: {e}", file=sys.stderr)
         return 2
     goals = []

@@ -9,6 +9,17 @@ from twin.control import CommandSource
 
 #: Kinds of command a policy can read (``cmd.<kind>.<name>`` in the exploy convention).
 COMMAND_KINDS = ("se3_pose", "joint_pos", "float", "boolean", "se2_velocity")
+#: s: the longest one step of ``twin run`` may hold its commands (``--duration``, a steps file's
+#: ``duration_s``): an hour is far beyond any reach or tracking step, and keeps a mistyped
+#: ``1e300`` from running for ever (issue 31).
+MAX_STEP_S = 3600.0
+
+
+def step_duration(value: object, where: str) -> float:
+    """A step's duration in (0, ``MAX_STEP_S``] s; ``UsageError`` naming ``where`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_STEP_S:
+        raise UsageError(f"{where}: expected a duration in (0, {MAX_STEP_S:g}] s, got {value!r}")
+    return float(value)
 
 
 class PolicyCommands(CommandSource):

@@ -68,10 +68,12 @@ class StepReport:
 
 def load_steps(path: pathlib.Path, default_s: float) -> list[Step]:
     """The steps of a ``--targets`` JSON file (module doc)."""
+    from twin.cli.policy_commands import step_duration
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise UsageError(f"--targets {path}: not valid JSON ({e})") from e
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, nested too deeply
+        raise UsageError(f"--targets {path}: not valid JSON ({str(e)[:120] or 'too deep'})") from e
     raw = data.get("steps") if isinstance(data, dict) else data
     if not isinstance(raw, list) or not raw:
         raise UsageError(
@@ -83,8 +85,7 @@ def load_steps(path: pathlib.Path, default_s: float) -> list[Step]:
             raise UsageError(f"--targets {path}: step {i} must be an object, got {item!r}")
         item = dict(item)
         duration = item.pop("duration_s", default_s)
-        if not isinstance(duration, int | float) or not duration > 0:
-            raise UsageError(f"--targets {path}: step {i} duration_s must be > 0, got {duration!r}")
+        duration = step_duration(duration, f"--targets {path}: step {i} duration_s")
         if not item:
             raise UsageError(f"--targets {path}: step {i} has no commands")
         steps.append(Step(item, float(duration), f"{i}"))
@@ -103,7 +104,10 @@ def _target_pose(value: object, start_quat: np.ndarray, where: str) -> np.ndarra
 
 
 def _steps(args: argparse.Namespace) -> list[Step]:
+    from twin.cli.policy_commands import step_duration
+
     steps = []
+    step_duration(args.duration, "--duration")
     for i, t in enumerate(args.target or []):
         _target_pose(t, np.array([1.0, 0.0, 0.0, 0.0]), f"--target {' '.join(map(str, t))}")
         steps.append(Step({"target": list(t)}, args.duration, f"{i}"))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from twin.control.errors import MetadataError
+from twin.names import quoted
 
 __all__ = [
     "MIN_EXPLOY_VERSION",
@@ -31,7 +32,7 @@ __all__ = [
 
 #: Oldest exporter version whose files this controller reads (MAJOR, MINOR).
 MIN_EXPLOY_VERSION = (0, 0)
-_VERSION = re.compile(r"^(\d+)\.(\d+)")
+_VERSION = re.compile(r"^(\d{1,9})\.(\d{1,9})")
 MetadataLookup = Callable[[str], "str | None"]
 
 
@@ -115,15 +116,18 @@ def parse_exploy_version(text: str | None) -> tuple[int, int]:
         )
     try:
         version = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, nested too deeply, a 5000-digit number
         version = None
     if not isinstance(version, str):
         raise MetadataError(
-            f"metadata 'exploy_version' is {text!r}; expected a JSON string such as '\"0.1.0\"'"
+            f"metadata 'exploy_version' is {quoted(text)}; expected a JSON string such as "
+            "'\"0.1.0\"'"
         )
     match = _VERSION.match(version)
     if match is None:
-        raise MetadataError(f"metadata 'exploy_version' is {version!r}; expected MAJOR.MINOR[...]")
+        raise MetadataError(
+            f"metadata 'exploy_version' is {quoted(version)}; expected MAJOR.MINOR[...]"
+        )
     parsed = (int(match[1]), int(match[2]))
     if parsed < MIN_EXPLOY_VERSION:
         raise MetadataError(
@@ -141,10 +145,12 @@ def parse_update_rate(text: str | None) -> float:
         )
     try:
         rate = float(json.loads(text)) if text.strip().startswith('"') else float(text)
-    except (ValueError, TypeError, json.JSONDecodeError):
+    except (ValueError, TypeError, OverflowError, RecursionError):
         rate = math.nan
     if not (math.isfinite(rate) and rate > 0.0):
-        raise MetadataError(f"metadata 'update_rate' is {text!r}; expected a positive rate in Hz")
+        raise MetadataError(
+            f"metadata 'update_rate' is {quoted(text)}; expected a positive rate in Hz"
+        )
     return rate
 
 
@@ -275,8 +281,41 @@ def pinhole_image(key: str, text: str | None, what: str) -> PinholeImageMetadata
 def _load(text: str, key: str) -> Any:
     try:
         return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise MetadataError(f"metadata {key!r} is not valid JSON ({e}): {text!r}") from e
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, a 5000-digit number, nesting
+        what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise MetadataError(f"metadata {key!r} is not valid JSON ({what}): {quoted(text)}") from e
+
+
+def read_model_metadata(modelmeta: Any, path: object) -> dict[str, str]:
+    """The ``metadata_props`` of the ONNX model at ``path`` as {key: value}, from onnxruntime's
+    ``session.get_modelmeta()``; ``MetadataError`` naming the file and the key whose key or
+    value is not UTF-8 text (the convention's keys and values are UTF-8 strings), instead of
+    the ``UnicodeDecodeError`` onnxruntime raises."""
+    try:
+        return dict(modelmeta.custom_metadata_map)
+    except UnicodeDecodeError as e:
+        raise MetadataError(
+            f"{path}: metadata {_undecodable_entry(path)} is not UTF-8 text (byte "
+            f"{e.object[e.start : e.start + 1]!r}); expected UTF-8 strings "
+            "(docs/formats/onnx-policy.md)"
+        ) from None
+
+
+def _undecodable_entry(path: object) -> str:
+    """``'key'`` (or ``key b'...'``) of the first metadata entry of ``path`` that is not UTF-8,
+    as the ``onnx`` package reads it; ``"an entry"`` when it cannot say."""
+    try:
+        import onnx
+
+        model = onnx.load(str(path), load_external_data=False)
+        for prop in model.metadata_props:
+            if isinstance(prop.key, bytes):
+                return f"key {prop.key[:40]!r}"
+            if isinstance(prop.value, bytes):
+                return f"{prop.key[:80]!r}"
+    except Exception:  # naming the key is a courtesy; the error stands without it
+        pass
+    return "an entry"
 
 
 def _required_object(key: str, text: str | None, what: str, expected: str) -> dict[str, Any]:
@@ -335,5 +374,10 @@ def _field(obj: dict[str, Any], key: str, name: str, kind: type, default: object
     if kind is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    raise MetadataError(f"metadata {key!r}: field {name!r} is {value!r}; expected {kind.__name__}")
+        try:
+            return float(value)
+        except OverflowError:
+            pass
+    raise MetadataError(
+        f"metadata {key!r}: field {name!r} is {quoted(value)}; expected {kind.__name__}"
+    )

@@ -31,6 +31,7 @@ from twin.control.errors import (
     TensorShapeError,
     TensorTypeError,
 )
+from twin.control.metadata import read_model_metadata
 
 __all__ = ["OnnxRuntime", "OnnxRuntimeOptions", "TensorInfo"]
 
@@ -135,7 +136,7 @@ class OnnxRuntime:
             inputs[arg.name] = _tensor_info(arg, True, path)
         self._inputs = inputs
         self._outputs = {arg.name: _tensor_info(arg, False, path) for arg in session.get_outputs()}
-        self._metadata = dict(session.get_modelmeta().custom_metadata_map)
+        self._metadata = read_model_metadata(session.get_modelmeta(), path)
         self._allocate_and_bind(session)
         self._session = session
         self.model_path = path

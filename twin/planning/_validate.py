@@ -10,6 +10,19 @@ from twin.planning.errors import PlanningInputError
 
 #: Tolerance on ``R^T R = I`` and ``det R = 1`` for a pose's rotation block.
 ROTATION_TOLERANCE = 1e-5
+#: m: bound on every coordinate (positions, points, mesh vertices, goal poses) and every size
+#: (edges, radii, lengths) of geometry in the cell base frame. A kilometre holds any cell and
+#: keeps the collision kernel's float32 grid maths exact to well under a millimetre; beyond it
+#: obstacles were silently dropped (issue 31). Documented in ``docs/formats/planner-geometry.md``.
+WORLD_EXTENT_M = 1e3
+#: m: bound on geometry carried by the flange (TCP offset, tool elements, carried objects,
+#: attachments), in the flange or TCP frame: what the collision grid's workspace padding and the
+#: sphere covers (at most 512 spheres a box) can represent is far less; a metre is the most
+#: any shipped cell's tool reaches with room to spare.
+ATTACHED_EXTENT_M = 1.0
+#: m: smallest size (edge, radius, length) accepted; below it a size is a typo, and point-cloud
+#: voxel keys (``coordinate / size``) would overflow their integers.
+MIN_SIZE_M = 1e-6
 
 
 def frozen(array: np.ndarray) -> np.ndarray:
@@ -22,12 +35,28 @@ def frozen(array: np.ndarray) -> np.ndarray:
 def _as_float_array(value: object, what: str) -> np.ndarray:
     try:
         return np.asarray(value, dtype=float)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise PlanningInputError(f"{what}: expected numbers, got {type(value).__name__}") from e
 
 
-def pose(value: object, what: str) -> np.ndarray:
-    """A finite rigid 4x4 homogeneous matrix (rows are matrix rows), read-only."""
+def _bounded(x: np.ndarray, what: str, extent: float | None) -> None:
+    """``PlanningInputError`` unless every entry of ``x`` (m) lies within +-``extent``."""
+    largest = float(np.max(np.abs(x))) if x.size else 0.0
+    if extent is not None and largest > extent:
+        raise PlanningInputError(
+            f"{what}: coordinates must lie within +-{extent:g} m, got {largest:.6g} m (the "
+            "planner's geometry bound, docs/formats/planner-geometry.md)"
+        )
+
+
+def within(x: np.ndarray, what: str, extent: float = WORLD_EXTENT_M) -> None:
+    """``PlanningInputError`` unless every coordinate of ``x`` (m) lies within +-``extent``."""
+    _bounded(np.asarray(x, dtype=float), what, extent)
+
+
+def pose(value: object, what: str, *, extent: float | None = WORLD_EXTENT_M) -> np.ndarray:
+    """A finite rigid 4x4 homogeneous matrix (rows are matrix rows), read-only; its translation
+    (m) within +-``extent`` (None: unbounded)."""
     m = _as_float_array(value, what)
     if m.shape != (4, 4):
         raise PlanningInputError(f"{what}: expected a 4x4 homogeneous matrix, got shape {m.shape}")
@@ -38,20 +67,30 @@ def pose(value: object, what: str) -> np.ndarray:
     r = m[:3, :3]
     if not np.allclose(r.T @ r, np.eye(3), atol=ROTATION_TOLERANCE) or np.linalg.det(r) < 0.0:
         raise PlanningInputError(f"{what}: the upper-left 3x3 block must be a rotation matrix")
+    _bounded(m[:3, 3], f"{what} (translation)", extent)
     return frozen(m)
 
 
 def vector3(
-    value: object, what: str, *, positive: bool = False, nonzero: bool = False
+    value: object,
+    what: str,
+    *,
+    positive: bool = False,
+    nonzero: bool = False,
+    extent: float | None = WORLD_EXTENT_M,
 ) -> np.ndarray:
-    """A finite (3,) vector; ``positive`` requires every entry > 0, ``nonzero`` a norm > 0."""
+    """A finite (3,) vector; ``positive`` (sizes, m) requires every entry in
+    [``MIN_SIZE_M``, ``extent``], ``nonzero`` a norm > 0; every entry within +-``extent``."""
     v = _as_float_array(value, what)
     if v.shape != (3,):
         raise PlanningInputError(f"{what}: expected 3 values, got shape {v.shape}")
     if not np.all(np.isfinite(v)):
         raise PlanningInputError(f"{what}: contains non-finite values (nan or inf)")
-    if positive and np.any(v <= 0.0):
-        raise PlanningInputError(f"{what}: every dimension must be > 0 m, got {v}")
+    if positive and np.any(v < MIN_SIZE_M):
+        raise PlanningInputError(
+            f"{what}: every dimension must be > 0 m (at least {MIN_SIZE_M:g}), got {v}"
+        )
+    _bounded(v, what, extent)
     if nonzero and np.linalg.norm(v) <= 1e-12:
         raise PlanningInputError(f"{what}: must be a non-zero vector")
     return frozen(v)
@@ -85,8 +124,10 @@ def configuration(value: object, what: str, dof: int | None = None) -> np.ndarra
     return frozen(q)
 
 
-def points(value: object, what: str, *, allow_empty: bool = True) -> np.ndarray:
-    """Finite points (N, 3) m."""
+def points(
+    value: object, what: str, *, allow_empty: bool = True, extent: float | None = WORLD_EXTENT_M
+) -> np.ndarray:
+    """Finite points (N, 3) m, every coordinate within +-``extent``."""
     p = _as_float_array(value, what)
     if p.size == 0 and allow_empty:
         return frozen(np.zeros((0, 3)))
@@ -96,11 +137,13 @@ def points(value: object, what: str, *, allow_empty: bool = True) -> np.ndarray:
         raise PlanningInputError(f"{what}: expected at least one point")
     if not np.all(np.isfinite(p)):
         raise PlanningInputError(f"{what}: contains non-finite coordinates (nan or inf)")
+    _bounded(p, what, extent)
     return frozen(p)
 
 
-def triangles(value: object, what: str) -> np.ndarray:
-    """Finite triangles (T, 3, 3) m: T triangles of 3 vertices of 3 coordinates; T >= 1."""
+def triangles(value: object, what: str, *, extent: float | None = WORLD_EXTENT_M) -> np.ndarray:
+    """Finite triangles (T, 3, 3) m: T triangles of 3 vertices of 3 coordinates; T >= 1; every
+    coordinate within +-``extent``."""
     t = _as_float_array(value, what)
     if t.ndim != 3 or t.shape[1:] != (3, 3) or t.shape[0] == 0:
         raise PlanningInputError(
@@ -108,6 +151,7 @@ def triangles(value: object, what: str) -> np.ndarray:
         )
     if not np.all(np.isfinite(t)):
         raise PlanningInputError(f"{what}: contains non-finite coordinates (nan or inf)")
+    _bounded(t, what, extent)
     return frozen(t)
 
 
@@ -134,10 +178,21 @@ def positive_scalar(value: object, what: str) -> float:
     """A finite scalar > 0."""
     try:
         x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise PlanningInputError(f"{what}: expected a number, got {value!r}") from e
     if not np.isfinite(x) or x <= 0.0:
         raise PlanningInputError(f"{what}: expected a finite value > 0, got {value!r}")
+    return x
+
+
+def length(value: object, what: str, *, extent: float = WORLD_EXTENT_M) -> float:
+    """A size (m: radius, length) in [``MIN_SIZE_M``, ``extent``]."""
+    x = positive_scalar(value, what)
+    if not MIN_SIZE_M <= x <= extent:
+        raise PlanningInputError(
+            f"{what}: expected a size in [{MIN_SIZE_M:g}, {extent:g}] m, got {x:.6g} m (the "
+            "planner's geometry bound, docs/formats/planner-geometry.md)"
+        )
     return x
 
 

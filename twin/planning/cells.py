@@ -13,10 +13,15 @@ percentage and a stage text. ``package_cell`` zips a cell (its URDF included, so
 self-contained) and ``install_package`` unpacks one into the user cells directory after checking
 every entry: no absolute paths, no ``..``, no links or special files, nothing outside the target.
 
-Containment: every path a cell names (its URDF, relative or ``asset:``) goes through one check,
+Containment: every path a cell names (its URDF, relative or ``asset:``, and every mesh file the
+URDF names: ``<mesh filename>``, plain, ``file://`` or ``package://``) goes through one check,
 ``_contained``: a portable relative path without ``..`` that, links resolved, stays inside its base
-directory (the cell directory, or the shipped ``assets``), so neither ``load_cell`` nor
-``package_cell`` ever reads a host file from outside. Packages are bounded: at most
+directory (the cell directory, or the shipped ``assets`` for an ``asset:`` URDF), so neither
+``install_package``, ``load_cell`` nor ``package_cell`` ever reads a host file from outside. A mesh
+path is taken relative to the URDF's folder and must stay inside the base (``../meshes/x.stl``
+beside a ``robot/`` folder is fine; ``/abs/x.stl``, ``file:///etc/hostname`` and anything leaving
+the base are refused); ``package://<pkg>/<rest>`` is looked for as the model loader does, in the
+URDF's folder and each parent up to the base, never above it. Packages are bounded: at most
 ``MAX_PACKAGE_ENTRIES`` entries, ``MAX_PATH_DEPTH`` path components, ``MAX_PACKAGE_BYTES``
 unpacked and an expansion ratio (unpacked / packed) of ``MAX_EXPANSION_RATIO``; an entry that
 unpacks to more than its header says, duplicate names and every other zip failure raise
@@ -27,9 +32,11 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import shutil
 import stat
 import tempfile
+import xml.etree.ElementTree as ET
 import zipfile
 import zlib
 from collections.abc import Callable, Sequence
@@ -49,6 +56,8 @@ CELL_FILE = "cell.json"
 FORMAT_NAME = "twin-cell"
 FORMAT_VERSION = 1
 ASSET_PREFIX = "asset:"
+PACKAGE_SCHEME = "package://"
+FILE_SCHEME = "file://"
 ENV_CELLS_DIR = "TWIN_CELLS_DIR"
 GENERATED = "generated"
 MANIFEST = "manifest.json"
@@ -160,8 +169,10 @@ def _element(spec: dict, name: str) -> ToolBoxElement:
         if compliant is not None:
             box = TransformedBox(np.array(compliant["transform"]), compliant["dimensions"])
         return ToolBoxElement(np.array(spec["transform"]), spec["rigid_box_dimensions"], box)
-    except (KeyError, TypeError) as e:
-        raise CellError(f"attachment {name!r}: malformed element {spec!r} ({e})") from e
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        if isinstance(e, PlanningInputError):
+            raise PlanningInputError(f"attachment {name!r}: {e}") from None
+        raise CellError(f"attachment {name!r}: malformed element {str(spec)[:200]} ({e})") from e
 
 
 def find_cell(cell_name: str, cells_dir: str | Path | None = None) -> Path:
@@ -183,8 +194,11 @@ def load_cell(cell_name: str, cells_dir: str | Path | None = None) -> Cell:
 def _read_config(path: Path, name: str) -> dict[str, Any]:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise CellError(f"{path}: not a readable JSON cell file ({e})") from e
+    except (OSError, ValueError, RecursionError) as e:  # not UTF-8, not JSON, nested too deeply
+        what = "nested too deeply" if isinstance(e, RecursionError) else e
+        raise CellError(f"{path}: not a readable JSON cell file ({what})") from e
+    if not isinstance(config, dict):
+        raise CellError(f"{path}: expected a JSON object, got {type(config).__name__}")
     if config.get("format") != FORMAT_NAME or config.get("version") != FORMAT_VERSION:
         raise CellError(f"{path}: expected format {FORMAT_NAME!r} version {FORMAT_VERSION}")
     if config.get("name") != name:
@@ -193,8 +207,65 @@ def _read_config(path: Path, name: str) -> dict[str, Any]:
     urdf = robot.get("urdf") if isinstance(robot, dict) else None
     if not isinstance(urdf, str) or not urdf:
         raise CellError(f"{path}: robot.urdf must name the robot's URDF")
-    _urdf_path(path.parent, urdf, f"{path}: robot.urdf")
+    for key in ("attachments", "limits", "planner"):
+        if not isinstance(config.get(key, {}), dict):
+            raise CellError(f"{path}: {key} must be a JSON object")
+    for name, spec in config.get("attachments", {}).items():
+        elements = spec.get("elements") if isinstance(spec, dict) else None
+        if not isinstance(elements, list):
+            raise CellError(f"{path}: attachment {name!r} needs a list of elements")
+        for e in elements:
+            _element(e, name)  # CellError / PlanningInputError naming the attachment
+    for profile, params in config.get("planner", {}).items():
+        if not isinstance(params, dict):
+            raise CellError(f"{path}: planner.{profile} must be a JSON object")
+    urdf_file = _urdf_path(path.parent, urdf, f"{path}: robot.urdf")
+    base = _assets_dir() if urdf.startswith(ASSET_PREFIX) else path.parent
+    for uri in _mesh_uris(urdf_file, f"{path}: robot.urdf"):
+        _mesh_path(base, urdf_file, uri, f"{path}: robot.urdf mesh")
     return config
+
+
+def _mesh_uris(urdf: Path, what: str) -> list[str]:
+    """Every ``<mesh filename>`` of the URDF ``urdf`` (collision and visual); ``CellError`` for
+    a URDF that is not readable XML."""
+    try:
+        root = ET.fromstring(urdf.read_bytes())
+    except (OSError, ET.ParseError, ValueError, RecursionError) as e:
+        raise CellError(f"{what}: {urdf.name} is not a readable URDF ({e})") from e
+    return [m.get("filename") or "" for m in root.iter("mesh")]
+
+
+def _mesh_path(base: Path, urdf: Path, uri: str, what: str) -> Path:
+    """The file mesh reference ``uri`` of the URDF ``urdf`` names, through ``_contained`` in
+    ``base`` (module doc); ``PackageError`` for one that leaves it, ``CellError`` for one that
+    names no file inside it."""
+    # the model loader resolves mesh paths from the URDF's real folder (links followed), which
+    # _contained has already found inside base
+    folder = urdf.resolve().parent.relative_to(Path(base).resolve())
+    if uri.startswith(PACKAGE_SCHEME):
+        rest = _safe_relative(uri[len(PACKAGE_SCHEME) :].lstrip("/"), f"{what} {uri!r}")
+        for d in (folder, *folder.parents):
+            candidate = _contained(base, (d / rest).as_posix(), f"{what} {uri!r}")
+            if candidate.is_file():
+                return candidate
+        raise CellError(f"{what}: {uri!r} names no file inside {base}")
+    name = uri[len(FILE_SCHEME) :] if uri.startswith(FILE_SCHEME) else uri
+    if "://" in name or not name:
+        raise PackageError(f"{what}: {uri!r} is not a file path inside the cell")
+    rel = posixpath.normpath((folder / _relative_mesh(name, f"{what} {uri!r}")).as_posix())
+    target = _contained(base, rel, f"{what} {uri!r}")
+    if not target.is_file():
+        raise CellError(f"{what}: {uri!r} names no file inside {base}")
+    return target
+
+
+def _relative_mesh(name: str, what: str) -> str:
+    """``name`` if it is a relative path (``..`` allowed: the caller's ``_contained`` bounds
+    it), else ``PackageError``."""
+    if "\\" in name or PurePosixPath(name).is_absolute() or (len(name) > 1 and name[1] == ":"):
+        raise PackageError(f"{what}: an absolute path; expected a path inside the cell")
+    return name
 
 
 def _assets_dir() -> Path:
@@ -363,8 +434,9 @@ def package_cell(
     cells_dir: str | Path | None = None,
 ) -> Path:
     """Zip cell ``cell_name`` into ``output_zip`` (entries under ``<cell_name>/``): its
-    ``cell.json`` (the URDF reference rewritten to the copy inside the package), the URDF, and
-    the generated data of the profiles in ``include_generated``.
+    ``cell.json`` (the URDF reference rewritten to the copy inside the package), the URDF, the
+    mesh files it names (``_packaged_meshes``), and the generated data of the profiles in
+    ``include_generated``.
 
     Raises ``CellError`` for an unknown cell or missing generated data, ``FileExistsError`` if
     ``output_zip`` exists, ``FileNotFoundError`` if its folder does not.
@@ -388,10 +460,35 @@ def package_cell(
     with zipfile.ZipFile(out, "x", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr(f"{cell.name}/{CELL_FILE}", json.dumps(config, indent=1) + "\n")
         z.write(urdf, f"{cell.name}/robot/{urdf.name}")
+        for name, mesh in _packaged_meshes(cell, urdf).items():
+            z.write(mesh, f"{cell.name}/{name}")
         for p, d in generated:
             for f in sorted(d.iterdir()):
                 if f.is_file() and not f.is_symlink():
                     z.write(f, f"{cell.name}/{GENERATED}/{p.value}/{f.name}")
+    return out
+
+
+def _packaged_meshes(cell: Cell, urdf: Path) -> dict[str, Path]:
+    """The mesh files the URDF names (each through ``_mesh_path``), by the path inside the
+    packaged cell where the packaged URDF (``robot/<file>``) finds them: ``robot/<rest>`` for
+    ``package://<rest>`` (its first candidate), ``robot/<path>`` for a relative path
+    (normalised); ``PackageError`` for one that would land outside the packaged cell."""
+    ref = cell.config["robot"]["urdf"]
+    base = _assets_dir() if ref.startswith(ASSET_PREFIX) else cell.directory
+    what = f"cell {cell.name!r}: robot.urdf mesh"
+    out: dict[str, Path] = {}
+    for uri in _mesh_uris(urdf, what):
+        source = _mesh_path(base, urdf, uri, what)
+        if uri.startswith(PACKAGE_SCHEME):
+            rel = uri[len(PACKAGE_SCHEME) :].lstrip("/")
+        else:
+            rel = uri[len(FILE_SCHEME) :] if uri.startswith(FILE_SCHEME) else uri
+        name = posixpath.normpath(f"robot/{rel}")
+        _safe_relative(name, f"{what} {uri!r} in the package")
+        if name == f"robot/{urdf.name}":
+            raise PackageError(f"{what} {uri!r} would replace the URDF in the package")
+        out[name] = source
     return out
 
 

@@ -25,14 +25,12 @@ class TransformedBox:
     dimensions: np.ndarray
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "bottom_centered_transform",
-            v.pose(self.bottom_centered_transform, "box transform"),
-        )
-        object.__setattr__(
-            self, "dimensions", v.vector3(self.dimensions, "box dimensions", positive=True)
-        )
+        m = v.pose(self.bottom_centered_transform, "box transform", extent=None)
+        d = v.vector3(self.dimensions, "box dimensions", positive=True)
+        # the bound holds for the box's centre, as a scene file gives it (issue 31)
+        v.within(m[:3, 3] + 0.5 * d[2] * m[:3, 2], "box transform (the box's centre)")
+        object.__setattr__(self, "bottom_centered_transform", m)
+        object.__setattr__(self, "dimensions", d)
 
     def transformed(self, frame_T_context: np.ndarray) -> TransformedBox:
         """The same box with its transform expressed in another frame (4x4 ``frame_T_context``)."""
@@ -54,7 +52,9 @@ class Tcp:
     tool_direction: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "transform", v.pose(self.transform, "Tcp transform"))
+        object.__setattr__(
+            self, "transform", v.pose(self.transform, "Tcp transform", extent=v.ATTACHED_EXTENT_M)
+        )
         object.__setattr__(
             self,
             "tool_direction",
@@ -163,7 +163,7 @@ class Obstacle:
             v.name(name, "obstacle name"),
             ObstacleKind.SPHERE,
             pose=v.frozen(pose),
-            dimensions=v.frozen([v.positive_scalar(radius, "sphere radius")]),
+            dimensions=v.frozen([v.length(radius, "sphere radius")]),
         )
 
     @classmethod
@@ -174,7 +174,7 @@ class Obstacle:
             ObstacleKind.CYLINDER,
             pose=v.pose(pose, "cylinder pose"),
             dimensions=v.frozen(
-                [v.positive_scalar(radius, "cylinder radius"), v.positive_scalar(length, "length")]
+                [v.length(radius, "cylinder radius"), v.length(length, "cylinder length")]
             ),
         )
 
@@ -190,10 +190,23 @@ class Obstacle:
 
 
 def _radius(value: object) -> float:
-    r = float(value)  # type: ignore[arg-type]
-    if not np.isfinite(r) or r < 0.0:
-        raise PlanningInputError(f"point_radius: expected a finite value >= 0 m, got {value!r}")
-    return r
+    """A cloud's point radius m: 0 (bare points) or a size within the planner's bounds."""
+    try:
+        if float(value) == 0.0:  # type: ignore[arg-type]
+            return 0.0
+    except (TypeError, ValueError, OverflowError):
+        pass  # v.length names what was wrong
+    return v.length(value, "point_radius (0 for bare points)")
+
+
+def attached_box(box: object, what: str) -> TransformedBox:
+    """``box`` if it is a ``TransformedBox`` within ``ATTACHED_EXTENT_M`` of its frame's origin
+    (translation and dimensions, m), else ``PlanningInputError`` naming ``what``."""
+    if not isinstance(box, TransformedBox):
+        raise PlanningInputError(f"{what}: expected a TransformedBox, got {type(box).__name__}")
+    v.pose(box.bottom_centered_transform, f"{what} transform", extent=v.ATTACHED_EXTENT_M)
+    v.vector3(box.dimensions, f"{what} dimensions", positive=True, extent=v.ATTACHED_EXTENT_M)
+    return box
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,15 +220,15 @@ class CarriedObject:
 
     @classmethod
     def from_box(cls, box: TransformedBox) -> CarriedObject:
-        if not isinstance(box, TransformedBox):
-            raise PlanningInputError(f"box: expected a TransformedBox, got {type(box).__name__}")
-        return cls(box=box)
+        return cls(box=attached_box(box, "carried object box"))
 
     @classmethod
     def from_mesh(cls, transform: object, mesh: object) -> CarriedObject:
         return cls(
-            mesh_transform=v.pose(transform, "carried object transform"),
-            triangles=v.triangles(mesh, "carried object mesh"),
+            mesh_transform=v.pose(
+                transform, "carried object transform", extent=v.ATTACHED_EXTENT_M
+            ),
+            triangles=v.triangles(mesh, "carried object mesh", extent=v.ATTACHED_EXTENT_M),
         )
 
     def triangles_in_tcp(self) -> np.ndarray:
@@ -244,17 +257,23 @@ class ToolBoxElement:
     compliant_box: TransformedBox | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "transform", v.pose(self.transform, "tool element transform"))
+        object.__setattr__(
+            self,
+            "transform",
+            v.pose(self.transform, "tool element transform", extent=v.ATTACHED_EXTENT_M),
+        )
         object.__setattr__(
             self,
             "rigid_box_dimensions",
-            v.vector3(self.rigid_box_dimensions, "rigid box dimensions", positive=True),
+            v.vector3(
+                self.rigid_box_dimensions,
+                "rigid box dimensions",
+                positive=True,
+                extent=v.ATTACHED_EXTENT_M,
+            ),
         )
-        if self.compliant_box is not None and not isinstance(self.compliant_box, TransformedBox):
-            raise PlanningInputError(
-                f"compliant_box: expected a TransformedBox or None, "
-                f"got {type(self.compliant_box).__name__}"
-            )
+        if self.compliant_box is not None:
+            attached_box(self.compliant_box, "compliant_box")
 
     def boxes_in_flange(self) -> list[TransformedBox]:
         """The rigid box and (if any) the compliant box, in the flange frame."""

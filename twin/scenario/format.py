@@ -22,36 +22,43 @@ from typing import Any
 
 import tomllib
 
-from twin.names import closest
+from twin.names import closest, quoted
 from twin.scenario.expect import Expectation
 
 #: Task kind -> field -> (default or REQUIRED, kind of value). Kinds of value: "q" (6 numbers),
-#: "q_list" and "pose_list" (lists of 6 or 7 numbers: [px, py, pz, qw, qx, qy, qz]), "vec3",
-#: "positive", "fraction" (0 < x <= 1), "str".
+#: "q_list" and "pose_list" (lists of 6 or 7 numbers: [px, py, pz, qw, qx, qy, qz], at most
+#: MAX_LIST_ITEMS), "vec3", "positive", "duration" (0 < s <= MAX_DURATION_S), "fraction"
+#: (0 < x <= 1), "str".
 REQUIRED = object()
+#: s of robot time: the longest any one duration of a task may be (a hold, a tare, a policy's
+#: time per target). Every shipped scenario's durations are a few seconds; a minute is far beyond
+#: any of them and keeps a mistyped ``tare_s = 1e30`` from running for ever.
+MAX_DURATION_S = 60.0
+#: The most goals, poses or targets one task may list (each costs a plan or a policy run).
+MAX_LIST_ITEMS = 64
 TASK_FIELDS: dict[str, dict[str, tuple[Any, str]]] = {
     "plan_execute": {
         "goals": ((), "q_list"),
         "poses": ((), "pose_list"),
         "velocity_scale": (0.5, "fraction"),
-        "settle_s": (0.5, "positive"),
+        "settle_s": (0.5, "duration"),
     },
     "policy": {
         "policy": ("reach", "str"),
         "targets": (REQUIRED, "pose_list"),
-        "duration_s": (4.0, "positive"),
+        "duration_s": (4.0, "duration"),
     },
     "ft_weigh": {
-        "tare_s": (0.5, "positive"),
-        "weigh_s": (0.5, "positive"),
-        "settle_s": (0.5, "positive"),
+        "tare_s": (0.5, "duration"),
+        "weigh_s": (0.5, "duration"),
+        "settle_s": (0.5, "duration"),
     },
     "pick_place": {},
     "shadow_contact": {
         "contact_force_n": ((0.0, 0.0, 0.0), "vec3"),
-        "contact_at_s": (1.0, "positive"),
-        "contact_for_s": (0.5, "positive"),
-        "duration_s": (2.5, "positive"),
+        "contact_at_s": (1.0, "duration"),
+        "contact_for_s": (0.5, "duration"),
+        "duration_s": (2.5, "duration"),
     },
 }
 SECTIONS = {
@@ -89,21 +96,26 @@ def _numbers(value: Any, n: int | None, where: str) -> tuple[float, ...]:
     )
     if not ok or (n is not None and len(value) != n):
         count = f"{n} " if n is not None else ""
-        raise ScenarioError(f"{where}: expected a list of {count}finite numbers, got {value!r}")
+        raise ScenarioError(
+            f"{where}: expected a list of {count}finite numbers, got {quoted(value)}"
+        )
     return tuple(float(v) for v in value)
 
 
 def _value(kind: str, value: Any, where: str) -> Any:
     if kind == "str":
         if not isinstance(value, str) or not value:
-            raise ScenarioError(f"{where}: expected a non-empty string, got {value!r}")
+            raise ScenarioError(f"{where}: expected a non-empty string, got {quoted(value)}")
         return value
     if kind == "vec3":
         return _numbers(value, 3, where)
     if kind in ("q_list", "pose_list"):
         n = 6 if kind == "q_list" else 7
-        if not isinstance(value, list):
-            raise ScenarioError(f"{where}: expected a list of lists of {n} numbers, got {value!r}")
+        if not isinstance(value, list) or len(value) > MAX_LIST_ITEMS:
+            raise ScenarioError(
+                f"{where}: expected a list of at most {MAX_LIST_ITEMS} lists of {n} numbers, got "
+                f"{quoted(value)}"
+            )
         out = tuple(_numbers(v, n, f"{where}[{i}]") for i, v in enumerate(value))
         if kind == "pose_list":
             for i, pose in enumerate(out):
@@ -115,10 +127,17 @@ def _value(kind: str, value: Any, where: str) -> Any:
                     )
         return out
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ScenarioError(f"{where}: expected a number, got {value!r}")
-    if value <= 0 or (kind == "fraction" and value > 1):
+        raise ScenarioError(f"{where}: expected a number, got {quoted(value)}")
+    if value <= 0:
         bound = "in (0, 1]" if kind == "fraction" else "> 0"
         raise ScenarioError(f"{where}: expected a number {bound}, got {value!r}")
+    if kind == "fraction" and value > 1:
+        raise ScenarioError(f"{where}: expected a number in (0, 1], got {value!r}")
+    if kind == "duration" and value > MAX_DURATION_S:
+        raise ScenarioError(
+            f"{where}: expected a duration in (0, {MAX_DURATION_S:g}] s of robot time, got "
+            f"{value!r} (docs/formats/scenario.md)"
+        )
     return float(value)
 
 
@@ -147,8 +166,14 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ScenarioError(f"{where}: no such scenario file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except OSError as e:
+        raise ScenarioError(f"{where}: cannot read the scenario file ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{where}: not UTF-8 text (byte {e.start}); expected TOML") from None
+    except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{where}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise ScenarioError(f"{where}: not valid TOML (nested too deeply)") from None
     for section, value in data.items():
         if section not in SECTIONS:
             raise ScenarioError(
@@ -192,9 +217,10 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
             f"{where}: missing [task] (with kind = one of {', '.join(TASK_FIELDS)})"
         )
     kind = task.get("kind")
-    if kind not in TASK_FIELDS:
+    if not isinstance(kind, str) or kind not in TASK_FIELDS:
+        hint = closest(kind, TASK_FIELDS) if isinstance(kind, str) else ""
         raise ScenarioError(
-            f"{where}: [task] kind = {kind!r}{closest(str(kind), TASK_FIELDS)}; expected one of "
+            f"{where}: [task] kind = {quoted(kind)}{hint}; expected a string, one of "
             f"{', '.join(TASK_FIELDS)}"
         )
     spec = TASK_FIELDS[kind]

@@ -73,13 +73,60 @@ def sweep(
         ) from e
     started = not ray.is_initialized()
     if started:
-        if ray_address == "local":
-            ray.init(include_dashboard=False, log_to_driver=False)
-        else:
-            ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
+        _ray_init(ray, ray_address)
     try:
         remote = ray.remote(num_cpus=1)(_run_one)
         return ray.get([remote.remote(*job) for job in jobs])
+    except ray.exceptions.RayTaskError as e:  # a run's own error, raised again here as itself
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, Exception):
+            raise cause from None
+        raise ScenarioError(f"--ray {ray_address}: a run failed on Ray: {_first_line(e)}") from None
+    except ray.exceptions.RayError as e:  # a lost worker or node, a failed object transfer
+        raise ScenarioError(f"--ray {ray_address}: {_first_line(e)}") from None
     finally:
         if started:
             ray.shutdown()
+
+
+#: s to wait for a TCP connection to a ``--ray`` address before handing it to Ray, which
+#: otherwise retries an unreachable head for minutes.
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def _ray_init(ray, address: str) -> None:
+    """``ray.init`` for ``--ray ADDRESS`` (``"local"``: a local instance); ``ScenarioError`` in
+    one line, naming the address, for an address that cannot be reached or that Ray refuses."""
+    expected = (
+        "expected 'local', host:port of a running Ray head (ray start --head) or ray://host:port"
+    )
+    if address != "local":
+        _check_reachable(address, expected)
+    try:
+        if address == "local":
+            ray.init(include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    except Exception as e:  # Ray raises ValueError, ConnectionError, RuntimeError, its own
+        raise ScenarioError(f"--ray {address}: {_first_line(e)}; {expected}") from None
+
+
+def _check_reachable(address: str, expected: str) -> None:
+    """``ScenarioError`` unless ``[ray://]host:port`` accepts a TCP connection within
+    ``RAY_CONNECT_TIMEOUT_S``; other forms (``auto``) are left to Ray."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError, OverflowError) as e:
+        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        raise ScenarioError(f"--ray {address}: cannot connect ({reason}); {expected}") from None
+
+
+def _first_line(error: BaseException) -> str:
+    """The first non-empty line of ``error``'s message (Ray's run to many lines)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__

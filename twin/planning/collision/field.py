@@ -87,6 +87,12 @@ class DistanceField:
         self.version = 0  # incremented by every rebuild
         self.rebuild([])
 
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The box (lower (3,), upper (3,)) m within ``band`` of any node: nothing outside it can
+        change a node's value."""
+        return self.origin - self.band, self.origin + self.h * self._upper_idx + self.band
+
     # ----------------------------------------------------------------- combination and queries
     def rebuild(self, patches: list[Patch | SpherePatch]) -> None:
         """Set the field to the minimum of ``band`` and every patch (up to ``EXACT_SPHERES``
@@ -189,7 +195,8 @@ class DistanceField:
         if kind is ObstacleKind.POINT_CLOUD:
             return self.points_patch(obstacle.points, obstacle.point_radius)  # type: ignore[arg-type]
         if kind is ObstacleKind.MESH:
-            pts = geometry.sample_triangles(obstacle.triangles, 0.5 * self.h)  # type: ignore[arg-type]
+            tris = obstacle.triangles  # the part near the grid only (issue 31: a kilometre mesh)
+            pts = geometry.sample_triangles_near_box(tris, 0.5 * self.h, *self.bounds)  # type: ignore[arg-type]
             return self.points_patch(pts, 0.5 * self.h)
         pose, dims = obstacle.pose, obstacle.dimensions
         if kind is ObstacleKind.BOX:
@@ -236,6 +243,9 @@ class DistanceField:
 
     def points_patch(self, points: np.ndarray, extra_slack: float) -> Patch | None:
         """Patch of points (K, 3) m whose true surface is within ``extra_slack`` m of them."""
+        lo, hi = self.bounds  # a point farther out changes no node: skip it (issue 31)
+        near = np.all((points >= lo - extra_slack) & (points <= hi + extra_slack), axis=1)
+        points = points[near]
         if len(points) == 0:
             return None
         block = self._block(points)

@@ -162,6 +162,43 @@ def _closest_on_triangles(p, a, b, c):
     return res
 
 
+#: Triangles are split until no edge is longer than this many sample spacings (``near_box``).
+_SPLIT_SPACINGS = 64
+
+
+def triangles_near_box(
+    triangles: np.ndarray, lower: np.ndarray, upper: np.ndarray, max_edge: float
+) -> np.ndarray:
+    """The parts (K, 3, 3) m of triangles (T, 3, 3) m that can reach the box [lower, upper]
+    (3,) m: a triangle with an edge longer than ``max_edge`` is split into four (at its edges'
+    midpoints) until none is, and a (sub-)triangle whose bounding box misses the box is dropped.
+    The kept triangles cover every point of the input inside the box; their count grows with the
+    box's area over ``max_edge^2``, not with the input's area (a kilometre triangle is cheap)."""
+    tris = np.asarray(triangles, dtype=float).reshape(-1, 3, 3)
+    lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    kept = [np.zeros((0, 3, 3))]
+    while len(tris):
+        tris = tris[np.all((tris.max(axis=1) >= lo) & (tris.min(axis=1) <= hi), axis=1)]
+        edges = np.linalg.norm(tris - np.roll(tris, 1, axis=1), axis=-1).max(axis=1)
+        big = edges > max_edge
+        kept.append(tris[~big])
+        a, b, c = tris[big, 0], tris[big, 1], tris[big, 2]
+        ab, bc, ca = 0.5 * (a + b), 0.5 * (b + c), 0.5 * (c + a)
+        tris = np.stack(
+            [np.stack(t, axis=1) for t in ((a, ab, ca), (ab, b, bc), (ca, bc, c), (ab, bc, ca))]
+        ).reshape(-1, 3, 3)
+    return np.concatenate(kept)
+
+
+def sample_triangles_near_box(
+    triangles: np.ndarray, spacing: float, lower: np.ndarray, upper: np.ndarray
+) -> np.ndarray:
+    """``sample_triangles`` of the parts of ``triangles`` that can reach the box [lower, upper]
+    (``triangles_near_box``): points (K, 3) m, none for a mesh wholly outside the box."""
+    near = triangles_near_box(triangles, lower, upper, _SPLIT_SPACINGS * spacing)
+    return sample_triangles(near, spacing) if len(near) else np.zeros((0, 3))
+
+
 def sample_triangles(triangles: np.ndarray, spacing: float) -> np.ndarray:
     """Points (K, 3) on the triangles such that every surface point is within ``spacing`` of one.
 

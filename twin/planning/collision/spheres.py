@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from twin.planning.collision import geometry
+from twin.planning.errors import PlanningInputError
 from twin.spatial import batch
 
 _SLACK_TOLERANCE = 0.01  # m, see _fewest_near_best
@@ -113,8 +114,9 @@ def _cover_box_cached(
             return cover
         tried.append(cover)
     if not tried:
-        raise ValueError(
-            f"cannot cover a box of size {size} with spheres of radius <= {max_radius}"
+        raise PlanningInputError(
+            f"cannot cover a box of size {size} m with at most {max_count} spheres of radius <= "
+            f"{max_radius} m; expected a smaller box (or a larger max_sphere_radius)"
         )
     return _fewest_near_best(tried)
 
