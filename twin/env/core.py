@@ -187,6 +187,9 @@ class TwinEnv(gym.Env):
         self.goal_conditioned = goal_conditioned
         if goal_conditioned:
             self._goal_spaces()
+            # only the goal forms have it: Stable-Baselines3 takes any env with a
+            # ``compute_reward`` for a goal env (its ``check_env``, ``HerReplayBuffer``)
+            self.compute_reward = self._compute_reward
 
     # -- wiring ---------------------------------------------------------------------------
     def _make_task(self, model: Any) -> Any:
@@ -282,9 +285,13 @@ class TwinEnv(gym.Env):
         obs = self._observe()
         info = self.task.info(self._state, self._tcp)
         info["effort_penalty"] = self.task.effort_penalty(self._state, a)
-        reward = self.task.reward(self._state, self._tcp, a, info)
         terminated = self.task.terminated(self._state, self._tcp)
-        return self._output(obs), reward, terminated, False, info
+        out = self._output(obs)
+        if self.goal_conditioned:  # from the goals as observed (float32), as HER relabels them
+            reward = float(self.compute_reward(out["achieved_goal"], out["desired_goal"], info))
+        else:
+            reward = self.task.reward(self._state, self._tcp, a, info)
+        return out, reward, terminated, False, info
 
     # -- goal-conditioned form ------------------------------------------------------------
     def _goal_spaces(self) -> None:
@@ -317,9 +324,11 @@ class TwinEnv(gym.Env):
             ),
         }
 
-    def compute_reward(self, achieved_goal, desired_goal, info) -> np.ndarray:
-        """The step reward of goals (..., g) ``achieved_goal`` and ``desired_goal``, with the
-        ``effort_penalty`` of ``info`` (one dict or an array of them), vectorised."""
+    def _compute_reward(self, achieved_goal, desired_goal, info) -> np.ndarray:
+        """``env.compute_reward`` of the goal forms: the reward of goals (..., g)
+        ``achieved_goal`` and ``desired_goal``, with the ``effort_penalty`` of ``info`` (one dict
+        or an array of them), vectorised. The step reward is this function of the step's
+        observed (float32) goals, bit for bit; a batch gives each pair's reward bit for bit."""
         return np.asarray(self.task.compute_reward(achieved_goal, desired_goal, info), float)
 
     def render(self):
