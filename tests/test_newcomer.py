@@ -17,6 +17,7 @@ from importlib import metadata
 
 import pytest
 import tomllib
+from test_cli_packaging import _tracked_files
 
 from twin.cli import build_parser, main
 from twin.scenes import SHIPPED_SCENES, load_scene, scenes_dir
@@ -26,6 +27,13 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 APACHE_2_MD5 = "3b83ef96387f14655fc854ddc3c6bd57"
 #: reStructuredText inline markup that must not reach a terminal.
 RAW_MARKUP = re.compile(r"`|:(?:func|class|meth|mod|attr|ref|doc):|\*\*")
+
+
+def _python(*args: str, cwd: pathlib.Path | None = None) -> subprocess.CompletedProcess:
+    """This interpreter run with ``args`` (its environment, so PYTHONPATH too), output captured."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+    )
 
 
 def test_version_prints_the_installed_distribution_version(capsys):
@@ -65,25 +73,12 @@ def test_sdist_holds_license_and_docs(tmp_path):
     pytest.importorskip("build")
     if shutil.which("git") is None:
         pytest.skip("needs git to list the repository's files")
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
     source = tmp_path / "source"
-    for name in listed:  # a copy: the build must not write into the checkout
-        if (REPO / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, source / name)
-    done = subprocess.run(
-        [sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(tmp_path / "d")],
-        cwd=source,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    for name in _tracked_files():  # a copy: the build must not write into the checkout
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, source / name)
+    done = _python(
+        "-m", "build", "--sdist", "--no-isolation", "-o", str(tmp_path / "d"), cwd=source
     )
     assert done.returncode == 0, done.stderr[-2000:]
     (sdist,) = (tmp_path / "d").glob("twin-*.tar.gz")
@@ -114,13 +109,7 @@ def test_every_help_page_is_plain_text_with_a_description():
 
 
 def test_help_runs_from_the_command_line_and_prints_no_banner():
-    done = subprocess.run(
-        [sys.executable, "-m", "twin.cli", "run", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _python("-m", "twin.cli", "run", "--help")
     assert done.returncode == 0 and done.stderr == ""
     assert "twin run: an ONNX policy through the controller (twin.control)" in " ".join(
         done.stdout.split()
@@ -135,9 +124,7 @@ def test_the_engine_prints_no_banner_and_restores_stderr():
         "print('python stderr', file=sys.stderr, flush=True)\n"
         "os.write(2, b'fd 2\\n')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
+    done = _python("-c", code)
     assert done.returncode == 0, done.stderr
     assert done.stderr == "python stderr\nfd 2\n"
 
@@ -163,14 +150,7 @@ def _readme_python_blocks() -> list[str]:
 @pytest.mark.parametrize("index", range(len(_readme_python_blocks())))
 def test_readme_python_snippet_runs_as_written(index, tmp_path):
     block = _readme_python_blocks()[index]
-    done = subprocess.run(
-        [sys.executable, "-c", block],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = _python("-c", block, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr == ""  # no banner, no warning
     if "open_robot(" in block:
