@@ -13,13 +13,45 @@ so a control loop built on them costs no more per call than raw PyBullet.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import numpy as np
-import pybullet as pb
+
+
+@contextlib.contextmanager
+def _stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 points at the null device inside the block (what C code prints there,
+    such as PyBullet's "pybullet build time" banner, is dropped), then is restored. Python's
+    ``sys.stderr`` is flushed first, so nothing written before the block is lost. Without a usable
+    descriptor 2 (an embedding without one) the block runs unchanged. The descriptor is the
+    process's: another thread's writes to it inside the block are dropped too, so the block
+    holds only PyBullet's import and ``connect`` (1 ms and 0.1 s here)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 2)
+        finally:
+            os.close(null)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+with _stderr_silenced():  # PyBullet's C code prints its build banner at import
+    import pybullet as pb
 
 BASE_LINK = -1
 _FIXED_CONSTRAINT_MAX_FORCE_N = 1e7  # effectively rigid attachments (payloads)
@@ -133,7 +165,8 @@ class Engine:
         self.gui = gui
         self.physics_dt = float(physics_dt)
         self.gravity = np.array(gravity, dtype=float)
-        self._cid = pb.connect(pb.GUI if gui else pb.DIRECT)
+        with _stderr_silenced():  # and may print on connect
+            self._cid = pb.connect(pb.GUI if gui else pb.DIRECT)
         if self._cid < 0:
             raise EngineError("could not connect to PyBullet (a GUI may already be open)")
         self._bodies: dict[str, list[int]] = {}

@@ -32,7 +32,7 @@ def _actions(rng: np.random.Generator, episode: int) -> np.ndarray:
 def _rollout(env, actions: list[np.ndarray]) -> dict:
     """Seeded episodes (episode k reset with seed k, then ``actions[k]`` until it ends)."""
     out = {"obs": [], "rewards": [], "infos": [], "space": env.observation_space}
-    out["compute_reward"] = env.unwrapped.compute_reward
+    out["compute_reward"] = getattr(env.unwrapped, "compute_reward", None)  # goal forms only
     names = np.concatenate([[n] * k for n, k, _ in env.unwrapped.task.layout])
     out["names"] = names[env.unwrapped._free] if env.unwrapped.goal_conditioned else names
     for episode, episode_actions in enumerate(actions):

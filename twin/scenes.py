@@ -29,8 +29,9 @@ import numpy as np
 from twin.names import closest, quoted
 from twin.spatial import quaternion
 
-#: The scenes shipped in ``assets/scenes/`` (names accepted by ``load_scene``).
-SHIPPED_SCENES = ("table", "shelf", "bin", "cage")
+#: The scenes shipped in ``assets/scenes/`` (names accepted by ``load_scene``, ``twin scenes`` and
+#: every ``--scene``): one per ``.json`` file there; ``pick_place`` is the demo's scene.
+SHIPPED_SCENES = ("table", "shelf", "bin", "cage", "pick_place")
 
 FORMAT_NAME = "twin-scene"
 FORMAT_VERSION = 1

@@ -104,12 +104,24 @@ ERRORS = (
 )
 
 
+def installed_version() -> str:
+    """The installed ``twin`` distribution's version (its metadata), or a note when the package
+    runs from a source tree that was never installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("twin")
+    except metadata.PackageNotFoundError:
+        return "(not installed: running from a source tree)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``twin`` argument parser with every subcommand."""
     parser = ArgumentParser(
         prog="twin", description="Simulation-first digital twin of a six-axis arm."
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    parser.add_argument("--version", action="version", version=f"twin {installed_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="command", required=True)
     for module in SUBCOMMANDS:
         module.add_parser(subparsers)

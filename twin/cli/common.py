@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import pathlib
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
@@ -32,9 +33,23 @@ class UsageError(ValueError):
     """A command-line value the user must fix; the message says what was expected."""
 
 
+#: reStructuredText inline markup in docstrings that serve as help texts: a role
+#: (``:class:`x```), a literal (````x````) or interpreted text (```x```).
+_INLINE_MARKUP = re.compile(r"(?::[a-z]+:)?(`{1,2})([^`]+?)\1")
+
+
+def plain(text: str) -> str:
+    """``text`` without reStructuredText inline markup (the content of each stays)."""
+    return _INLINE_MARKUP.sub(r"\2", text)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose errors are one line on stderr (exit code 2), without the
-    usage block: ``twin run: error: argument --policy: ...``."""
+    usage block: ``twin run: error: argument --policy: ...``; its ``--help`` is plain text
+    (``plain``: module docstrings serve as descriptions)."""
+
+    def format_help(self) -> str:
+        return plain(super().format_help())
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
@@ -81,7 +96,7 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help=f"hardware TOML naming the ports (default: ${backends.HARDWARE_CONFIG_ENV_VAR}; "
-        "`twin emulate` writes one)",
+        "twin emulate writes one)",
     )
     group.add_argument(
         "--emulate",

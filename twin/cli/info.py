@@ -82,7 +82,10 @@ def run_info(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "info", help="print the arm model (joints, limits, home configuration, home TCP pose)"
+        "info",
+        help="print the arm model (joints, limits, home configuration, home TCP pose)",
+        description="Print the arm model read from the shipped URDF (or --urdf): its joints "
+        "with their limits, the home configuration and the TCP pose at home.",
     )
     parser.add_argument(
         "--urdf", type=pathlib.Path, default=None, help="a URDF other than the shipped arm"

@@ -289,7 +289,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run",
         help="run an ONNX policy through the controller to targets, print tracking figures",
-        description=__doc__.split("\n\n")[0].strip("`") + ". The policy runs at its own rate; "
+        description=__doc__.split("\n\n")[0].rstrip(".") + ". The policy runs at its own rate; "
         "each step holds its commands for its duration and prints how well the TCP (or the "
         "joints) tracked them.",
     )

@@ -16,7 +16,10 @@ Both: actions (6,) in [-1, 1], joint-target deltas of up to 0.25 rad held by the
 ``rgb_array`` frames 240 x 320 x 3 uint8 (TinyRenderer) with the goal drawn as a red sphere,
 ``human`` the PyBullet GUI (``rgb_array`` with a warning when there is no display). Observation
 spaces are bounded (``features.observation_bounds``). ``randomize=True`` turns on domain
-randomisation (``randomization.py``); ``env.compute_reward`` of the goal forms is vectorised.
+randomisation (``randomization.py``). Only the goal forms have ``env.compute_reward``
+(vectorised; Stable-Baselines3 takes any env with one for a goal env), and the step reward of
+both forms is it of the goals as the goal form observes them (float32), bit for bit; SB3's
+``check_env(env.unwrapped)`` passes on every id (``tests/test_env_sb3.py``).
 ``gymnasium.make_vec(id, num_envs)`` builds ``vector.TwinVectorEnv`` (worker processes stepping
 blocks of envs through shared memory; gymnasium's ``"sync"`` and ``"async"`` modes work too).
 

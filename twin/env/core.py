@@ -180,6 +180,8 @@ class TwinEnv(gym.Env):
         low, high = self.task.observation_bounds()
         self._low, self._high = low.astype(np.float32), high.astype(np.float32)
         self.observation_space = gym.spaces.Box(self._low, self._high, dtype=np.float32)
+        g_low, g_high = self.task.goal_bounds()
+        self._goal_low, self._goal_high = g_low.astype(np.float32), g_high.astype(np.float32)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(6,), dtype=np.float32)
         self._state: RobotState | None = None
         self._tcp: np.ndarray | None = None
@@ -187,6 +189,9 @@ class TwinEnv(gym.Env):
         self.goal_conditioned = goal_conditioned
         if goal_conditioned:
             self._goal_spaces()
+            # only the goal forms have it: Stable-Baselines3 takes any env with a
+            # ``compute_reward`` for a goal env (its ``check_env``, ``HerReplayBuffer``)
+            self.compute_reward = self._compute_reward
 
     # -- wiring ---------------------------------------------------------------------------
     def _make_task(self, model: Any) -> Any:
@@ -282,8 +287,9 @@ class TwinEnv(gym.Env):
         obs = self._observe()
         info = self.task.info(self._state, self._tcp)
         info["effort_penalty"] = self.task.effort_penalty(self._state, a)
-        reward = self.task.reward(self._state, self._tcp, a, info)
         terminated = self.task.terminated(self._state, self._tcp)
+        # both forms: the reward of the goals as the goal form observes them, as HER relabels
+        reward = float(self.task.compute_reward(*self._goals(), info))
         return self._output(obs), reward, terminated, False, info
 
     # -- goal-conditioned form ------------------------------------------------------------
@@ -293,8 +299,7 @@ class TwinEnv(gym.Env):
         replay buffers (SB3's ``HerReplayBuffer``, panda-gym)."""
         names = np.concatenate([[n] * size for n, size, _ in self.task.layout])
         self._free = np.isin(names, GOAL_FREE_TERMS)
-        g_low, g_high = self.task.goal_bounds()
-        goal = gym.spaces.Box(g_low.astype(np.float32), g_high.astype(np.float32))
+        goal = gym.spaces.Box(self._goal_low, self._goal_high)
         self.observation_space = gym.spaces.Dict(
             {
                 "observation": gym.spaces.Box(self._low[self._free], self._high[self._free]),
@@ -303,23 +308,29 @@ class TwinEnv(gym.Env):
             }
         )
 
+    def _goals(self) -> tuple[np.ndarray, np.ndarray]:
+        """The achieved and desired goals (g,) float32 as observed: clipped to the goal
+        bounds, then rounded to float32 (``task.goal_bounds`` says their units and frame)."""
+        low, high = self._goal_low, self._goal_high
+        achieved = self.task.achieved_goal(self._state, self._tcp)
+        desired = self.task.desired_goal()
+        return (
+            np.clip(achieved, low, high).astype(np.float32),
+            np.clip(desired, low, high).astype(np.float32),
+        )
+
     def _output(self, obs: np.ndarray):
         if not self.goal_conditioned:
             return obs
-        space = self.observation_space["achieved_goal"]
-        return {
-            "observation": obs[self._free],
-            "achieved_goal": np.clip(
-                self.task.achieved_goal(self._state, self._tcp), space.low, space.high
-            ).astype(np.float32),
-            "desired_goal": np.clip(self.task.desired_goal(), space.low, space.high).astype(
-                np.float32
-            ),
-        }
+        achieved, desired = self._goals()
+        return {"observation": obs[self._free], "achieved_goal": achieved, "desired_goal": desired}
 
-    def compute_reward(self, achieved_goal, desired_goal, info) -> np.ndarray:
-        """The step reward of goals (..., g) ``achieved_goal`` and ``desired_goal``, with the
-        ``effort_penalty`` of ``info`` (one dict or an array of them), vectorised."""
+    def _compute_reward(self, achieved_goal, desired_goal, info) -> np.ndarray:
+        """``env.compute_reward`` of the goal forms: the reward of goals (..., g)
+        ``achieved_goal`` and ``desired_goal``, with the ``effort_penalty`` of ``info`` (one dict
+        or an array of them), vectorised. The step reward (of either form) is this function of
+        the step's observed (float32) goals, bit for bit; a batch gives each pair's reward bit
+        for bit."""
         return np.asarray(self.task.compute_reward(achieved_goal, desired_goal, info), float)
 
     def render(self):

@@ -14,7 +14,6 @@ import numpy as np
 
 from twin.env import features
 from twin.robot import RobotState
-from twin.spatial import quaternion
 
 #: Nominal start configuration of Reach and Press episodes (6,) rad: elbow up, the tool pointing
 #: forward and down, TCP about 0.5 m in front of the base at 0.31 m height.
@@ -57,26 +56,46 @@ def pose_error(tcp_pose: np.ndarray, target_pose: np.ndarray) -> tuple[float, fl
 
 
 def pose_errors(achieved: np.ndarray, desired: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Position errors (...,) m and rotation angles (...,) rad of poses (..., 7) (and more
-    columns, ignored) [px, py, pz, qw, qx, qy, qz]: the batched ``pose_error``."""
+    """Position errors (...,) m and rotation angles (...,) rad (``2 atan2(|v|, |w|)`` of the
+    relative quaternion) of poses (..., 7) (and more columns, ignored) [px, py, pz, qw, qx, qy,
+    qz]: the batched ``pose_error``.
+
+    Bit for bit the same numbers for one pair and for any batch holding it (so a relabelled
+    reward equals the step reward exactly): the same IEEE operations in the same order as
+    ``_pose_errors_one``, and ``math.atan2`` per element (numpy's SIMD ``arctan2`` differs from
+    libm's in the last bit).
+    """
     a, d = np.asarray(achieved, float), np.asarray(desired, float)
     if a.ndim == 1 and d.ndim == 1:  # one pair (every env step): plain floats
         return _pose_errors_one(a.tolist(), d.tolist())
-    dp = np.linalg.norm(d[..., :3] - a[..., :3], axis=-1)
-    return dp, quaternion.angle_between(a[..., 3:7], d[..., 3:7])
+    a, d = np.broadcast_arrays(a, d)
+    dx, dy, dz = (d[..., k] - a[..., k] for k in range(3))
+    dp = np.sqrt(dx * dx + dy * dy + dz * dz)
+    w, v = _relative_w_v(
+        a[..., 3], a[..., 4], a[..., 5], a[..., 6], *np.moveaxis(d[..., 3:7], -1, 0)
+    )
+    angle = [2.0 * math.atan2(s, abs(c)) for s, c in zip(v.ravel().tolist(), w.ravel().tolist())]
+    return dp, np.array(angle, dtype=float).reshape(np.shape(w))
 
 
-def _pose_errors_one(a: list[float], d: list[float]) -> tuple[float, float]:
-    """``pose_errors`` of one pair of poses (lists of 7 or more floats), the same operations as
-    the batched path (``quaternion.angle_between``) in plain floats."""
-    dp = math.sqrt((d[0] - a[0]) ** 2 + (d[1] - a[1]) ** 2 + (d[2] - a[2]) ** 2)
-    w1, x1, y1, z1 = a[3:7]
-    w2, x2, y2, z2 = d[3:7]
+def _relative_w_v(w1, x1, y1, z1, w2, x2, y2, z2):
+    """``w`` and ``|v|`` of ``conj(q1) q2`` (not renormalised: the atan2 ratio is scale-free),
+    of floats or arrays alike."""
     w = w1 * w2 + x1 * x2 + y1 * y2 + z1 * z2
     x = w1 * x2 - x1 * w2 - y1 * z2 + z1 * y2
     y = w1 * y2 + x1 * z2 - y1 * w2 - z1 * x2
     z = w1 * z2 - x1 * y2 + y1 * x2 - z1 * w2
-    return dp, 2.0 * math.atan2(math.sqrt(x * x + y * y + z * z), abs(w))
+    v2 = x * x + y * y + z * z
+    return w, (np.sqrt(v2) if isinstance(v2, np.ndarray) else math.sqrt(v2))
+
+
+def _pose_errors_one(a: list[float], d: list[float]) -> tuple[float, float]:
+    """``pose_errors`` of one pair of poses (lists of 7 or more floats), the same operations as
+    the batched path in plain floats."""
+    dx, dy, dz = d[0] - a[0], d[1] - a[1], d[2] - a[2]
+    dp = math.sqrt(dx * dx + dy * dy + dz * dz)
+    w, v = _relative_w_v(*a[3:7], *d[3:7])
+    return dp, 2.0 * math.atan2(v, abs(w))
 
 
 def info_values(info, key: str) -> np.ndarray | float:
