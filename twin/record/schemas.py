@@ -13,8 +13,20 @@ from typing import Any
 
 _VEC6 = {"type": "array", "items": {"type": "number"}, "minItems": 6, "maxItems": 6}
 _VEC3 = {"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}
-_STEP = {"type": "integer", "description": "step() calls made before this message"}
-_T_US = {"type": "integer", "description": "robot time, microseconds"}
+#: The largest step counter and time stamp a recording may hold: an int64, as numpy keeps them.
+INT64_MAX = 2**63 - 1
+_STEP = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": INT64_MAX,
+    "description": "step() calls made before this message",
+}
+_T_US = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": INT64_MAX,
+    "description": "robot time, microseconds",
+}
 _XYZ = {
     "type": "object",
     "properties": {k: {"type": "number"} for k in "xyz"},
@@ -139,3 +151,64 @@ CHANNELS: dict[str, str] = {
     "/tf": "foxglove.FrameTransforms",
     "/tcp": "foxglove.PoseInFrame",
 }
+
+
+_TYPES = {
+    "object": (dict, "an object"),
+    "array": (list, "an array"),
+    "string": (str, "a string"),
+    "boolean": (bool, "true or false"),
+    "null": (type(None), "null"),
+}
+
+
+def _found(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def problem(value: Any, schema: dict, where: str = "") -> str | None:
+    """The first way ``value`` (decoded JSON) breaks ``schema`` (the subset of JSON Schema that
+    ``SCHEMAS`` uses), as ``"<field>: expected ..., found ..."``; None when it conforms.
+    Numbers may be non-finite (a refused command keeps its NaN); integers and numbers are never
+    booleans."""
+    name = where or "the message"
+    if "anyOf" in schema:
+        if all(problem(value, option, where) for option in schema["anyOf"]):
+            kinds = " or ".join(o.get("type", "a value") for o in schema["anyOf"])
+            return f"{name}: expected {kinds}, found {_found(value)}"
+        return None
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        ok = isinstance(value, int) or (kind == "number" and isinstance(value, float))
+        if isinstance(value, bool) or not ok:
+            text = "an integer" if kind == "integer" else "a number"
+            return f"{name}: expected {text}, found {_found(value)}"
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if (low is not None and value < low) or (high is not None and value > high):
+            return f"{name}: expected an integer in [{low}, {high}], found {_found(value)}"
+        return None
+    if kind in _TYPES:
+        cls, text = _TYPES[kind]
+        if not isinstance(value, cls) or (kind != "boolean" and isinstance(value, bool)):
+            return f"{name}: expected {text}, found {_found(value)}"
+    if kind == "array":
+        low, high = schema.get("minItems", 0), schema.get("maxItems", len(value))
+        if not low <= len(value) <= high:
+            count = str(low) if low == high else f"{low}-{high}"
+            return f"{name}: expected {count} items, found {len(value)}"
+        items = schema.get("items")
+        for i, item in enumerate(value if items else ()):
+            found = problem(item, items, f"{name}[{i}]")
+            if found:
+                return found
+    if kind == "object":
+        for key in schema.get("required", ()):
+            if key not in value:
+                return f"{name}: expected a field {key!r}, found none"
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                found = problem(value[key], sub, f"{where}.{key}" if where else key)
+                if found:
+                    return found
+    return None
