@@ -58,13 +58,17 @@ class RawMessage:
 
 @dataclass(frozen=True)
 class Cut:
-    """Where a file cut short ends: the byte offset of the record the cut goes through, the file's
-    size, and how many message records begin in the part of that record still there (the
-    messages whose end is missing: counted, not read)."""
+    """Where a file cut short ends: the byte offset of the record the cut goes through and the
+    file's size. ``lost`` is how many messages the cut took as far as the file tells: 0 when it
+    came after the data (in the summary, ``exact``); for a cut through a chunk, that chunk's
+    messages estimated from its declared size at the file's mean bytes per message (at least
+    one, and at least those whose records begin in what is left; not ``exact``, and the file may
+    have gone on after it); for a cut between chunks, 0 known (not ``exact``)."""
 
     offset: int
     size: int
-    messages_begun: int
+    lost: int = 0
+    exact: bool = False
 
 
 @dataclass
@@ -134,6 +138,9 @@ class _Scanner:
         self.view, self.size = view, size
         self.out = Scan(path)
         self.complete = bytes(view[size - len(MAGIC) :]) == MAGIC and size >= 2 * len(MAGIC)
+        self.data_ended = False  # the DataEnd record was read: every message is before it
+        self.chunk_bytes = 0  # uncompressed bytes of the complete chunks, and their messages
+        self.chunk_messages = 0
 
     def fail(self, offset: int, what: str) -> RecordingError:
         return RecordingError(f"{str(self.out.path)!r}: damaged at byte {offset}: expected {what}")
@@ -142,7 +149,7 @@ class _Scanner:
         at, first = len(MAGIC), True
         while True:
             if at == self.size:  # no Footer: the writer never finished the file
-                self.out.cut = Cut(at, self.size, 0)
+                self.out.cut = Cut(at, self.size, 0, self.data_ended)
                 return self.out
             if self.size - at < 9:
                 return self._cut_or_fail(at, "a record's opcode and length (9 bytes)")
@@ -163,6 +170,7 @@ class _Scanner:
             except _Damage as e:
                 raise self.fail(at, f"{_NAMES.get(opcode, 'a record')}: {e}") from None
             at += 9 + length
+            self.data_ended |= opcode == DATA_END
             if opcode == FOOTER:
                 if self.size - at != len(MAGIC) or bytes(self.view[at:]) != MAGIC:
                     raise self.fail(at, "the closing MCAP magic right after the Footer")
@@ -171,12 +179,12 @@ class _Scanner:
     def _cut_or_fail(self, at: int, what: str, opcode: int | None = None) -> Scan:
         if self.complete:  # the file ends as a whole one does: the length is damaged
             raise self.fail(at, what)
-        begun = 0
+        lost = 0
         if opcode == CHUNK:
-            begun = self._begun_in_cut_chunk(at)
+            lost = self._lost_in_cut_chunk(at)
         elif opcode == MESSAGE:
-            begun = 1
-        self.out.cut = Cut(at, self.size, begun)
+            lost = 1
+        self.out.cut = Cut(at, self.size, lost, self.data_ended)
         return self.out
 
     def _record(self, opcode: int, body: memoryview, at: int) -> None:
@@ -231,6 +239,7 @@ class _Scanner:
         if crc and zlib.crc32(data) != crc:
             raise _Damage(f"records with CRC 0x{crc:08x}, found 0x{zlib.crc32(data):08x}")
         inner, pos = memoryview(data), 0
+        before = len(self.out.messages)
         while pos < len(inner):
             if len(inner) - pos < 9:
                 raise _Damage("a whole record in the chunk (9 bytes of opcode and length)")
@@ -242,24 +251,35 @@ class _Scanner:
                 raise _Damage(f"a record within the chunk, found a length of {length} bytes")
             self._inner(opcode, _Fields(inner[pos + 9 : pos + 9 + length]), at)
             pos += 9 + length
+        self.chunk_bytes += usize
+        self.chunk_messages += len(self.out.messages) - before
 
-    def _begun_in_cut_chunk(self, at: int) -> int:
-        """Message records that begin in what is left of a chunk cut short (0 if its header or
-        its data cannot be read: nothing more is known)."""
+    def _lost_in_cut_chunk(self, at: int) -> int:
+        """The messages of a chunk cut short (``Cut``): its declared size over the mean bytes
+        per message of the complete chunks, and at least the message records that begin in the
+        part of it that decompresses (at least one: the writer writes no empty chunk)."""
         fields = _Fields(self.view[at + 9 : self.size])
         try:
-            fields.int(28, "the chunk header")
+            fields.int(16, "the chunk's start and end times")
+            usize = fields.int(8, "the chunk's uncompressed size")
+            fields.int(4, "the chunk's CRC")
             compression = fields.text("the chunk's compression")
             fields.int(8, "the length of the chunk's records")
-            rest = fields.body[fields.at :]
-            data = _decompress(rest, MAX_CHUNK_BYTES, partial=True) if compression else rest
-        except (_Damage, zstandard.ZstdError):
-            return 0
+        except _Damage:
+            return 1
+        rest = fields.body[fields.at :]
+        try:
+            data = _decompress(rest, min(usize, MAX_CHUNK_BYTES), True) if compression else rest
+        except _Damage:
+            data = b""
         begun, pos = 0, 0
         while len(data) - pos >= 9:
             begun += data[pos] == MESSAGE
             pos += 9 + int.from_bytes(data[pos + 1 : pos + 9], "little")
-        return begun
+        estimate = 0
+        if self.chunk_messages:
+            estimate = round(usize * self.chunk_messages / max(self.chunk_bytes, 1))
+        return max(1, begun, estimate)
 
 
 def _decompress(compressed: memoryview, size: int, partial: bool = False) -> bytes:

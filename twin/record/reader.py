@@ -64,10 +64,22 @@ class Recording:
     @property
     def expected_messages(self) -> int:
         """How many messages the file shows were recorded: its summary's count, or for a file
-        cut short the messages read plus those whose records begin before the cut."""
+        cut short the messages read plus those the cut took (``Cut.lost``)."""
         if self.declared_messages is not None:
             return self.declared_messages
-        return len(self.messages) + (self.cut.messages_begun if self.cut else 0)
+        return len(self.messages) + (self.cut.lost if self.cut else 0)
+
+    @property
+    def count_exact(self) -> bool:
+        """False when ``expected_messages`` is an estimate (a file cut before its summary)."""
+        return self.declared_messages is not None or self.cut is None or self.cut.exact
+
+    def partial_line(self) -> str:
+        """``partial: N of M messages, cut at t = T s`` (M as ``~M`` when estimated; T: the
+        robot time of the last message read)."""
+        t = max((m.t_us for m in self.messages), default=0) * 1e-6
+        m = f"{'' if self.count_exact else '~'}{self.expected_messages}"
+        return f"partial: {len(self.messages)} of {m} messages, cut at t = {t:.3f} s"
 
     def on(self, topic: str) -> list[Message]:
         """The messages of ``topic``, in order."""

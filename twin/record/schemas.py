@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 _VEC6 = {"type": "array", "items": {"type": "number"}, "minItems": 6, "maxItems": 6}
+#: A command field: six numbers, or null when the command was not numbers (refused).
+_VEC6_OR_NULL = {"anyOf": [_VEC6, {"type": "null"}]}
 _VEC3 = {"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}
 #: The largest step counter and time stamp a recording may hold: an int64, as numpy keeps them.
 INT64_MAX = 2**63 - 1
@@ -88,11 +90,11 @@ SCHEMAS: dict[str, dict] = {
     "twin.JointCommand": _object(
         "One robot.write(): the command asked for; accepted false when the robot refused it",
         step=_STEP,
-        q_des=_VEC6,
-        qd_des=_VEC6,
-        tau_ff=_VEC6,
-        kp=_VEC6,
-        kd=_VEC6,
+        q_des=_VEC6_OR_NULL,
+        qd_des=_VEC6_OR_NULL,
+        tau_ff=_VEC6_OR_NULL,
+        kp=_VEC6_OR_NULL,
+        kd=_VEC6_OR_NULL,
         accepted={"type": "boolean"},
         error={"type": "string"},
     ),
@@ -162,6 +164,9 @@ _TYPES = {
 }
 
 
+_FLOAT_MAX = 1.7976931348623157e308
+
+
 def _found(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -174,16 +179,23 @@ def problem(value: Any, schema: dict, where: str = "") -> str | None:
     booleans."""
     name = where or "the message"
     if "anyOf" in schema:
-        if all(problem(value, option, where) for option in schema["anyOf"]):
-            kinds = " or ".join(o.get("type", "a value") for o in schema["anyOf"])
-            return f"{name}: expected {kinds}, found {_found(value)}"
-        return None
+        options = schema["anyOf"]
+        found = [problem(value, option, where) for option in options]
+        if not all(found):
+            return None
+        typed = [f for o, f in zip(options, found) if o.get("type") != "null"]
+        if value is not None and len(typed) == 1:  # "or null" aside: the detailed reason
+            return typed[0]
+        kinds = " or ".join(o.get("type", "a value") for o in options)
+        return f"{name}: expected {kinds}, found {_found(value)}"
     kind = schema.get("type")
     if kind in ("integer", "number"):
         ok = isinstance(value, int) or (kind == "number" and isinstance(value, float))
         if isinstance(value, bool) or not ok:
             text = "an integer" if kind == "integer" else "a number"
             return f"{name}: expected {text}, found {_found(value)}"
+        if kind == "number" and isinstance(value, int) and abs(value) > _FLOAT_MAX:
+            return f"{name}: expected a number within the float range, found {_found(value)}"
         low, high = schema.get("minimum"), schema.get("maximum")
         if (low is not None and value < low) or (high is not None and value > high):
             return f"{name}: expected an integer in [{low}, {high}], found {_found(value)}"
