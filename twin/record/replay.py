@@ -322,9 +322,12 @@ def _run(recording: Recording, sim: Robot) -> dict[str, tuple[np.ndarray, np.nda
         data, t_us = m.data, m.data["t_us"]
         q_rec = np.array(data["q"], dtype=float)
         samples["joints"].append((t_us, float(np.max(np.abs(state.q - q_rec)))))
-        p_sim = sim.model.fk(state.q, "tcp")[:3, 3]
-        p_rec = sim.model.fk(q_rec, "tcp")[:3, 3]
-        samples["tcp"].append((t_us, float(np.linalg.norm(p_sim - p_rec))))
+        if np.all(np.isfinite(q_rec)):
+            p_sim = sim.model.fk(state.q, "tcp")[:3, 3]
+            p_rec = sim.model.fk(q_rec, "tcp")[:3, 3]
+            samples["tcp"].append((t_us, float(np.linalg.norm(p_sim - p_rec))))
+        else:  # a joint recorded as NaN or infinite has no TCP: not reproduced
+            samples["tcp"].append((t_us, np.inf))
         if data["wrench"] is not None:
             w = state.wrench
             rec = np.array(data["wrench"]["wrench"], dtype=float)
