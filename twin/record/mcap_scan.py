@@ -172,8 +172,11 @@ class _Scanner:
             at += 9 + length
             self.data_ended |= opcode == DATA_END
             if opcode == FOOTER:
-                if self.size - at != len(MAGIC) or bytes(self.view[at:]) != MAGIC:
+                tail = bytes(self.view[at:])
+                if tail != MAGIC and not (len(tail) < len(MAGIC) and MAGIC.startswith(tail)):
                     raise self.fail(at, "the closing MCAP magic right after the Footer")
+                if tail != MAGIC:  # cut inside the closing magic: every record is there
+                    self.out.cut = Cut(at, self.size, 0, True)
                 return self.out
 
     def _cut_or_fail(self, at: int, what: str, opcode: int | None = None) -> Scan:
