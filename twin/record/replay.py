@@ -57,6 +57,8 @@ _OPTION_BOUNDS: dict[str, tuple[type | tuple[type, ...], float, float]] = {
 #: Options a recording may hold that replay passes on unchecked (``scene``: the sim's scene
 #: loader checks it) or drops (``gui``: replay is headless).
 _OPTION_FLAGS = ("joint_limits", "sensors")
+#: The sim's own defaults of the two periods (``sim.PyBulletRobot``; ``twin`` does not import it).
+SIM_DEFAULTS = {"control_period_s": 0.005, "physics_dt": 0.001}
 #: The most physics substeps per control period replay accepts.
 MAX_SUBSTEPS = 100
 #: Bound on a recorded call's numeric arguments (SI units): a plausible force, mass or angle.
@@ -185,8 +187,8 @@ def _sim_options(recording: Recording) -> dict:
             known = ["scene", "gui", *_OPTION_FLAGS, *_OPTION_BOUNDS]
             raise RecordingError(f"{where}: unknown robot option {key!r}; expected some of {known}")
         out[key] = value
-    period = out.get("control_period_s", 0.005)
-    dt = out.get("physics_dt", 0.001)
+    period = out.get("control_period_s", SIM_DEFAULTS["control_period_s"])
+    dt = out.get("physics_dt", SIM_DEFAULTS["physics_dt"])
     if period / dt > MAX_SUBSTEPS:
         raise RecordingError(
             f"{where}: control_period_s / physics_dt = {period / dt:g}; expected at most "
