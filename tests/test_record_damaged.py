@@ -166,7 +166,7 @@ CASES = [  # (topic, change, what the one line says)
     ("/robot/state", _set("step", 1e9), "step: expected an integer, found 1000000000.0"),
     ("/robot/state", _set("step", 2**64), "step: expected an integer in [0, 9223372036854775807]"),
     ("/robot/state", _set("health", True), "health: expected an integer, found True"),
-    ("/robot/state", _set("wrench", [1, 2]), "wrench: expected an object, found [1, 2]"),
+    ("/robot/state", _set("wrench", [1, 2]), "wrench: expected null or object, found [1, 2]"),
     ("/robot/state", _set("q", [10**400] * 6), "q[0]: expected a number within the float"),
     ("/robot/command", _set("accepted", "yes"), "accepted: expected true or false"),
     ("/robot/call", _set("args", [1]), "args: expected an object, found [1]"),

@@ -162,6 +162,27 @@ _TYPES = {
     "boolean": (bool, "true or false"),
     "null": (type(None), "null"),
 }
+_NUMBER = {"type": "number"}
+_KIND = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    type(None): "null",
+    int: "integer",
+    float: "number",
+}
+_NUMBERS_ONLY: dict[int, tuple[dict, bool]] = {}
+
+
+def _numbers_only(properties: dict) -> bool:
+    """True when every property is a plain number (cached per schema object, kept alive with
+    its answer so that its id is not reused)."""
+    known = _NUMBERS_ONLY.get(id(properties))
+    if known is None:
+        answer = bool(properties) and all(sub == _NUMBER for sub in properties.values())
+        known = _NUMBERS_ONLY[id(properties)] = (properties, answer)
+    return known[1]
 
 
 _FLOAT_MAX = 1.7976931348623157e308
@@ -177,50 +198,73 @@ def problem(value: Any, schema: dict, where: str = "") -> str | None:
     ``SCHEMAS`` uses), as ``"<field>: expected ..., found ..."``; None when it conforms.
     Numbers may be non-finite (a refused command keeps its NaN); integers and numbers are never
     booleans."""
-    name = where or "the message"
+    found = _check(value, schema)
+    if found is None:
+        return None
+    path, text = found
+    name = where + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in reversed(path))
+    return f"{name.lstrip('.') or 'the message'}: {text}"
+
+
+def _check(value: Any, schema: dict) -> tuple[list, str] | None:
+    """``problem``'s walk: None, or (the path to the field, innermost first; what was wrong).
+    Names are built only for a failure: a recording has hundreds of thousands of messages."""
     if "anyOf" in schema:
         options = schema["anyOf"]
-        found = [problem(value, option, where) for option in options]
-        if not all(found):
-            return None
-        typed = [f for o, f in zip(options, found) if o.get("type") != "null"]
-        if value is not None and len(typed) == 1:  # "or null" aside: the detailed reason
-            return typed[0]
+        kind = _KIND.get(type(value))
+        fitting = [
+            o for o in options if o.get("type") in (kind, "number" if kind == "integer" else kind)
+        ]
+        found = None
+        for option in fitting:  # only the options of the value's type: no message to build
+            found = _check(value, option)
+            if found is None:
+                return None
+        if found is not None and len(fitting) == 1:  # the detailed reason
+            return found
         kinds = " or ".join(o.get("type", "a value") for o in options)
-        return f"{name}: expected {kinds}, found {_found(value)}"
-    kind = schema.get("type")
+        return [], f"expected {kinds}, found {_found(value)}"
+    kind, cls = schema.get("type"), type(value)
     if kind in ("integer", "number"):
-        ok = isinstance(value, int) or (kind == "number" and isinstance(value, float))
-        if isinstance(value, bool) or not ok:
+        if cls is float and kind == "number":
+            return None
+        if cls is not int:
             text = "an integer" if kind == "integer" else "a number"
-            return f"{name}: expected {text}, found {_found(value)}"
-        if kind == "number" and isinstance(value, int) and abs(value) > _FLOAT_MAX:
-            return f"{name}: expected a number within the float range, found {_found(value)}"
+            return [], f"expected {text}, found {_found(value)}"
+        if kind == "number" and abs(value) > _FLOAT_MAX:
+            return [], f"expected a number within the float range, found {_found(value)}"
         low, high = schema.get("minimum"), schema.get("maximum")
         if (low is not None and value < low) or (high is not None and value > high):
-            return f"{name}: expected an integer in [{low}, {high}], found {_found(value)}"
+            return [], f"expected an integer in [{low}, {high}], found {_found(value)}"
         return None
     if kind in _TYPES:
-        cls, text = _TYPES[kind]
-        if not isinstance(value, cls) or (kind != "boolean" and isinstance(value, bool)):
-            return f"{name}: expected {text}, found {_found(value)}"
+        expected, text = _TYPES[kind]
+        if cls is not expected:
+            return [], f"expected {text}, found {_found(value)}"
     if kind == "array":
         low, high = schema.get("minItems", 0), schema.get("maxItems", len(value))
         if not low <= len(value) <= high:
             count = str(low) if low == high else f"{low}-{high}"
-            return f"{name}: expected {count} items, found {len(value)}"
+            return [], f"expected {count} items, found {len(value)}"
         items = schema.get("items")
-        for i, item in enumerate(value if items else ()):
-            found = problem(item, items, f"{name}[{i}]")
-            if found:
+        if items is None or (items == _NUMBER and all(type(v) is float for v in value)):
+            return None  # the common case, checked at C speed
+        for i, item in enumerate(value):
+            found = _check(item, items)
+            if found is not None:
+                found[0].append(i)
                 return found
-    if kind == "object":
+    elif kind == "object":
+        properties = schema.get("properties", {})
+        if _numbers_only(properties) and all(type(value.get(k, 0.0)) is float for k in properties):
+            return None  # {x, y, z}: the common case, checked at C speed
         for key in schema.get("required", ()):
             if key not in value:
-                return f"{name}: expected a field {key!r}, found none"
-        for key, sub in schema.get("properties", {}).items():
+                return [], f"expected a field {key!r}, found none"
+        for key, sub in properties.items():
             if key in value:
-                found = problem(value[key], sub, f"{where}.{key}" if where else key)
-                if found:
+                found = _check(value[key], sub)
+                if found is not None:
+                    found[0].append(key)
                     return found
     return None
