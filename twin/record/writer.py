@@ -23,6 +23,7 @@ new messages and counts them the same way.
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import os
 import pathlib
@@ -204,8 +205,8 @@ class McapWriter:
             view = memoryview(data)
             while view:
                 n = self._file.write(view)
-                if n is None:  # a non-blocking stream that took nothing: try again
-                    continue
+                if not n:  # a non-blocking stream that took nothing: it is not a file
+                    raise OSError(errno.EAGAIN, "the stream took no bytes", str(self.path))
                 view = view[n:]
             self._file.flush()
         except OSError as e:  # a full disk
