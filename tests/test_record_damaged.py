@@ -115,6 +115,23 @@ def test_an_unknown_record_and_a_length_past_the_end_of_a_whole_file_are_damage(
         read_recording(tmp_path / "len.mcap")
 
 
+def test_a_length_past_the_end_of_a_file_without_its_closing_magic_reads_as_a_cut(base, tmp_path):
+    """The documented limit (found by the long fuzz run): with the closing magic gone too, a
+    chunk whose length runs past the end cannot be told from a cut; what came before it is read
+    and the replay says partial, never 'reproduced'."""
+    _, _, path = base
+    data = bytearray(path.read_bytes())
+    at = chunks(path)[1][0]
+    data[at + 5] ^= 0x01  # the chunk's length grows by 4 GiB: past the end of the file
+    data[-1] ^= 0x01
+    (tmp_path / "both.mcap").write_bytes(bytes(data))
+    rec = read_recording(tmp_path / "both.mcap")
+    assert rec.cut.offset == at and len(rec.messages) == len(message_offsets(path)) - sum(
+        1 for o in message_offsets(path).values() if o >= at
+    )
+    assert replay(tmp_path / "both.mcap").partial
+
+
 def test_damage_inside_a_resealed_chunk_names_the_chunk(base, tmp_path):
     _, _, path = base
     data = path.read_bytes()
@@ -231,6 +248,8 @@ def test_a_crafted_step_counter_is_refused_at_once(base, tmp_path):
             _set("args", {"q": [1e300] * 6}),
             "expected finite arguments within +-1e+06, found 1e+300",
         ),
+        (_set("args", {"": 10**400}), "within +-1e+06, found 100000000000000000000..."),
+        (_set("args", {"force": [float("nan")]}), "within +-1e+06, found nan"),
         (_set("args", {"q": [0.1] * 5}), "the sim refused it (ValueError"),
         (_set("args", {"args": "x"}), "args.args: expected a list"),
     ],

@@ -18,7 +18,6 @@ joint state.
 
 from __future__ import annotations
 
-import math
 import os
 import pathlib
 from dataclasses import dataclass, field
@@ -361,10 +360,11 @@ def _call_arguments(recording: Recording, m: Message) -> tuple[list, dict]:
     if not isinstance(positional, list):
         raise RecordingError(f"{where}: args.args: expected a list, found {positional!r}")
     for value in _numbers([positional, args]):
-        if not math.isfinite(value) or abs(value) > MAX_CALL_ARGUMENT:
+        if not abs(value) <= MAX_CALL_ARGUMENT:  # also NaN; exact for integers of any size
+            text = repr(value) if len(repr(value)) <= 24 else repr(value)[:21] + "..."
             raise RecordingError(
                 f"{where}: call {name!r}: expected finite arguments within "
-                f"+-{MAX_CALL_ARGUMENT:g}, found {value!r}"
+                f"+-{MAX_CALL_ARGUMENT:g}, found {text}"
             )
     return positional, args
 
