@@ -1,5 +1,9 @@
 """``twin replay FILE.mcap``: replay a recording in a fresh sim and report where it diverged;
-``--info`` lists its channels, message counts, rates and duration instead."""
+``--info`` lists its channels, message counts, rates and duration instead.
+
+Exit 0 when every signal is reproduced, 1 when one diverged, 3 when the file is cut short and
+what it holds reproduced (``partial: N of M messages, cut at t = T s``), 2 for a file that is
+not a replayable recording (one line: the file, where, what was expected)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import argparse
 import pathlib
 import sys
 
+from twin.backends import EXIT_INPUT
 from twin.record import SIGNALS, RecordingError, read_recording, recording_info, replay
 
 
@@ -36,8 +41,12 @@ def print_info(path: pathlib.Path) -> None:
     print(
         f"  backend {meta.get('backend', '?')}, scene {meta.get('scene')}, seed {meta.get('seed')}, "
         f"duration {(end - start) * 1e-6:.3f} s, {len(rec.messages)} messages"
-        + (" (cut short: no summary, read up to the last complete chunk)" if rec.truncated else "")
     )
+    if rec.cut is not None:
+        print(
+            f"  {rec.partial_line()} (byte {rec.cut.offset} of {rec.cut.size}: no summary, "
+            "read up to the last complete chunk)"
+        )
     head = ("topic", "schema", "messages", "rate Hz")
     rows = [head] + [(c.topic, c.schema, str(c.count), f"{c.rate_hz:.1f}") for c in channels]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
@@ -45,21 +54,29 @@ def print_info(path: pathlib.Path) -> None:
         print("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
 
 
+#: Exit code of a replay of a file cut short whose part reproduced.
+EXIT_PARTIAL = 3
+
+
 def run_replay(args: argparse.Namespace) -> int:
-    """Exit 0 when the replay reproduces the recording, 1 when a signal diverged."""
+    """The exit code of the module doc."""
     try:
         if args.info:
             print_info(args.file)
             return 0
         report = replay(args.file, dict(args.tolerance))
     except RecordingError as e:
-        print(f"twin replay: {e}", file=sys.stderr)
-        return 2
+        print(f"twin replay: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_INPUT
     print(f"replay of {args.file} in a fresh sim:")
     print(report.table())
     if args.plot is not None:
         print(f"plot: {report.plot(args.plot)}")
-    print("reproduced" if report.reproduced else "diverged")
+    verdict = "reproduced" if report.reproduced else "diverged"
+    if report.partial:
+        print(f"{report.partial_line}; the part replayed {verdict}")
+        return EXIT_PARTIAL if report.reproduced else 1
+    print(verdict)
     return 0 if report.reproduced else 1
 
 

@@ -1,23 +1,29 @@
 """``McapWriter``: messages to an MCAP file, written off the control thread, that survives
-``kill -9``.
+``kill -9`` and counts exactly what reached the file.
 
 ``add(topic, t_us, encode, *args)`` only queues: the caller's thread (a control loop) pays for an
 append. A writer thread calls ``encode(*args)`` (JSON text, or a dict to be JSON-encoded) and
-writes the message with the ``mcap`` library: JSON messages, JSON schemas
-(``schemas.SCHEMAS``), zstd-compressed chunks. Every ``flush_interval_s`` of wall time the chunk
-in progress is closed and written out, so a process killed at any moment loses at most about that
-interval and leaves a file whose complete chunks the ``mcap`` readers read. ``close()`` drains the
-queue and writes the summary (statistics, indexes) that a seeking reader uses.
+hands the message to the ``mcap`` library's writer (JSON messages, JSON schemas
+(``schemas.SCHEMAS``), zstd-compressed chunks), which writes into memory (``_Sink``). Every
+``flush_interval_s`` of wall time the chunk in progress is closed and its bytes are written to
+the file and flushed (a commit), so a process killed at any moment loses at most about that
+interval and leaves a file whose complete chunks the readers read. ``close()`` drains the queue
+and writes the summary (statistics, indexes) that a seeking reader uses.
 
-A failure to write (a full disk, a bad encoder) never raises into the control loop: the writer
-stops, counts every message it could not write, and ``close()`` raises ``RecordingError`` with
-the cause and the counts. A queue that outgrows ``max_queued`` messages (a writer that cannot keep
-up) drops new messages and counts them the same way.
+A failure to write (a full disk) never raises into the control loop: the writer stops, cuts the
+file back to the end of its last complete commit (so no half chunk is left to be mistaken for
+data), counts every message it could not write, and ``close()`` raises ``RecordingError`` with
+the cause and the counts. ``written`` counts a message only once its commit reached the file, so
+after a failure it equals what ``read_recording`` reads back. An encoder that raises stops the
+recording the same way; what was committed or pending before it is still written and the file
+closed whole. A queue that outgrows ``max_queued`` messages (a writer that cannot keep up) drops
+new messages and counts them the same way.
 """
 
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import os
 import pathlib
@@ -48,6 +54,31 @@ def _identity(message: Any) -> Any:
     return message
 
 
+class _Sink:
+    """The stream the ``mcap`` writer writes to: bytes held in memory until ``take()``;
+    ``tell()`` counts every byte given, as a file's position would."""
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+        self._position = 0
+
+    def write(self, data: bytes) -> int:
+        self._pending += data
+        self._position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._position
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        out = bytes(self._pending)
+        self._pending.clear()
+        return out
+
+
 class McapWriter:
     """Register channels lazily, queue messages with robot-time stamps, write on a thread.
 
@@ -69,25 +100,35 @@ class McapWriter:
             self.path = pathlib.Path(output)
             if self.path.suffix != ".mcap":
                 raise ValueError(f"a recording file must end in .mcap, got {str(self.path)!r}")
-            self._file = open(self.path, "wb")  # noqa: SIM115 - closed by the writer thread
+            # Unbuffered: a commit reaches the file whole or the error says it did not.
+            self._file = open(self.path, "wb", buffering=0)  # noqa: SIM115 - writer thread closes
         else:
             self.path = pathlib.Path(getattr(output, "name", "<stream>"))
             self._file = output
-        self._writer = Writer(self._file, compression=CompressionType.ZSTD)
+        self._sink = _Sink()
+        self._committed = 0  # bytes of the file known to be whole (the end of the last commit)
+        self._writer = Writer(self._sink, compression=CompressionType.ZSTD)
         self._writer.start(profile=PROFILE, library="twin")
         if metadata:
             self._writer.add_metadata(
                 "twin", {k: json.dumps(v, sort_keys=True) for k, v in metadata.items()}
             )
-        self._writer.flush()  # header and metadata are on disk at once
+        self.error: BaseException | None = None
+        self.written: dict[str, int] = collections.defaultdict(int)
+        self._pending: dict[str, int] = collections.defaultdict(int)
+        self.dropped = 0
+        self._commit()  # header and metadata are on disk at once
+        if self.error is not None:
+            self._file.close()
+            raise RecordingError(
+                f"recording {str(self.path)!r} cannot be written: "
+                f"{type(self.error).__name__}: {self.error}"
+            ) from self.error
         self._channels: dict[str, int] = {}
         self._schemas: dict[str, int] = {}
         self._queue: collections.deque = collections.deque()
         self._max_queued = max_queued
         self._flush_interval_s = flush_interval_s
-        self.written: dict[str, int] = collections.defaultdict(int)
-        self.dropped = 0
-        self.error: BaseException | None = None
         self._closing = threading.Event()
         self._closed = False
         self._thread = threading.Thread(
@@ -120,13 +161,13 @@ class McapWriter:
             closing = self._closing.wait(DRAIN_INTERVAL_S)
             self._drain()
             now = time.monotonic()
-            if self.error is None and (closing or now >= next_flush):
-                self._guard(self._writer.flush)
+            if closing or now >= next_flush:
+                self._commit()
                 next_flush = now + self._flush_interval_s
             if closing:
                 break
-        if self.error is None:
-            self._guard(self._writer.finish)
+        if not self._failed_io:
+            self._commit(finish=True)
         self._guard(self._file.close)
 
     def _drain(self) -> None:
@@ -143,10 +184,52 @@ class McapWriter:
                 if cid is None:
                     cid = self._channel(topic)
                 self._writer.add_message(cid, int(t_us) * 1000, data.encode(), wall_ns)
-                self.written[topic] += 1
-            except Exception as e:  # a full disk, a bad encoder: stop, count, report at close
+                self._pending[topic] += 1
+            except Exception as e:  # a bad encoder: stop, count, report at close
                 self.error = e
                 self.dropped += 1
+
+    @property
+    def _failed_io(self) -> bool:
+        return isinstance(self.error, OSError)
+
+    def _commit(self, finish: bool = False) -> None:
+        """Close the chunk in progress (and write the summary when ``finish``), write its bytes
+        to the file and flush it; only then count its messages as written. A write that fails
+        counts them as dropped and cuts the file back to the last whole commit."""
+        if self._failed_io:
+            return
+        (self._writer.finish if finish else self._writer.flush)()
+        data = self._sink.take()
+        try:
+            view = memoryview(data)
+            while view:
+                n = self._file.write(view)
+                if not n:  # a non-blocking stream that took nothing: it is not a file
+                    raise OSError(errno.EAGAIN, "the stream took no bytes", str(self.path))
+                view = view[n:]
+            self._file.flush()
+        except OSError as e:  # a full disk
+            self.error = e
+            self.dropped += sum(self._pending.values())
+            self._pending.clear()
+            self._cut_back()
+            return
+        self._committed += len(data)
+        for topic, n in self._pending.items():
+            self.written[topic] += n
+        self._pending.clear()
+
+    def _cut_back(self) -> None:
+        """Cut the file back to the end of the last whole commit (shrinking needs no space), so
+        that no part of the failed commit stays to be read; a stream that cannot be cut keeps
+        it (the readers treat a partial chunk at the end as a cut)."""
+        target = getattr(self._file, "raw", self._file)
+        try:
+            target.truncate(self._committed)
+            target.seek(self._committed)
+        except (OSError, ValueError, AttributeError):
+            pass
 
     def _guard(self, call: Callable[[], object]) -> None:
         try:
