@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
+from twin.hardware.clock import MonotonicClock
 from twin.hardware.config import HardwareConfig
 from twin.hardware.drivers.dynamixel_bus import DynamixelBus
+from twin.hardware.drivers.servo_checks import ServoChecks
 from twin.hardware.errors import (
     DeviceStatusError,
     DisconnectedError,
@@ -63,6 +65,11 @@ _SETUP_BLOCK = (
 
 
 _MODE_READ = (XTable.OPERATING_MODE.address, XTable.OPERATING_MODE.size)
+#: Current Limit .. Velocity Limit (38..47): the limits the plausibility checks take.
+_LIMIT_BLOCK = (
+    XTable.CURRENT_LIMIT.address,
+    XTable.VELOCITY_LIMIT.end - XTable.CURRENT_LIMIT.address,
+)
 
 T = TypeVar("T")
 
@@ -195,8 +202,16 @@ class ArmBus:
     """The arm's servos on ``bus`` (module doc)."""
 
     def __init__(
-        self, bus: DynamixelBus, config: HardwareConfig, effort_limits: np.ndarray
+        self,
+        bus: DynamixelBus,
+        config: HardwareConfig,
+        effort_limits: np.ndarray,
+        *,
+        position_limits: tuple[np.ndarray, np.ndarray] | None = None,
+        clock=None,
     ) -> None:
+        """``position_limits``: (lower, upper) (n,) rad, the URDF's (default: none);
+        ``clock``: host time of the plausibility checks' jump bound (default: real time)."""
         self.bus, self.config = bus, config
         self.map = config.joint_map()
         self.ids = list(self.map.ids)
@@ -204,6 +219,19 @@ class ArmBus:
         self.mode = config.control_mode
         self.effort = np.asarray(effort_limits, float)
         self.current_limit = np.array([j.current_limit for j in config.joints])
+        n = len(self.ids)
+        lower, upper = position_limits or (np.full(n, -np.inf), np.full(n, np.inf))
+        self._now_us = (clock or MonotonicClock()).now_us
+        #: Plausibility of every reading (``servo_checks``); the Velocity Limit registers are
+        #: read at connection (the X series' default until then).
+        self.checks = ServoChecks(
+            self.map,
+            lower,
+            upper,
+            np.full(n, XTable.VELOCITY_LIMIT.default),
+            self.current_limit,
+            tuple(j.name for j in config.joints),
+        )
         # Goal Current in servo mode: the torque limit, the effort limit where the servo allows it.
         self.goal_current = np.minimum(
             np.rint(self.effort / self.map.torque_unit), self.current_limit
@@ -235,7 +263,15 @@ class ArmBus:
         bus.sync_write_register(XTable.STATUS_RETURN_LEVEL, dict.fromkeys(ids, 2))
         errors = retried(lambda: bus.hardware_errors(ids), tries)
         setup = retried(lambda: bus.sync_read(*_SETUP_BLOCK, ids), tries)
-        limits = retried(lambda: bus.sync_read_register(XTable.CURRENT_LIMIT, ids), tries)
+        limit_block = retried(lambda: bus.sync_read(*_LIMIT_BLOCK, ids), tries)
+        limits = {
+            pid: dxl.decode_register(XTable.CURRENT_LIMIT, b, offset=_LIMIT_BLOCK[0])
+            for pid, b in zip(ids, limit_block)
+        }
+        velocity_limits = [
+            dxl.decode_register(XTable.VELOCITY_LIMIT, b, offset=_LIMIT_BLOCK[0])
+            for b in limit_block
+        ]
         delay = self.config.bus.return_delay_time_us // 2
         mode = int(MODE_REGISTER[self.mode])
         for j, pid in enumerate(ids):
@@ -254,6 +290,11 @@ class ArmBus:
                 self._write(pid, XTable.TORQUE_ENABLE, 0)
                 for reg, value in changes.items():
                     self._write(pid, reg, value)
+        self.checks.set_limits(
+            [v if v > 0 else XTable.VELOCITY_LIMIT.default for v in velocity_limits],
+            self.current_limit,
+        )
+        self.checks.reset()  # no jump is measured across a connection
         reading = retried(self.read_state, tries)
         self._gains = self._sent_gains = None
         command = hold(reading)
@@ -336,7 +377,9 @@ class ArmBus:
         still missing, ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the
         servo that still did not answer. ``goal``: a goal SYNC_WRITE's bytes (``servo_goal``,
         ``current_goal``) that go out in the same write as the read's instruction, just ahead
-        of it (a free-running or late cycle)."""
+        of it (a free-running or late cycle). ``ImplausibleReadingError`` (a ``ProtocolError``)
+        for a reading with an impossible value (``checks``: ``servo_checks``)."""
+        t0 = self._now_us()
         try:
             rows, alert = self.bus.read_joints(self._ids_t, self.map, goal)
         except DisconnectedError:
@@ -346,6 +389,7 @@ class ArmBus:
             rows = self.map.from_present(*raw[:3])  # read-only rows of one array
             alert = np.asarray(raw[3], bool)
             alert.flags.writeable = False
+        self.checks.check(rows, t0, self._now_us())
         q, qd, tau = rows
         return JointReading._fast(q, qd, tau, alert)
 

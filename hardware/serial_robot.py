@@ -181,7 +181,13 @@ class SerialRobot(Robot):
             reconnect=cfg.reconnect,
             on_connect=self._init_servos,
         )
-        self.arm = ArmBus(self.bus, cfg, self._effort)
+        self.arm = ArmBus(
+            self.bus,
+            cfg,
+            self._effort,
+            position_limits=(model.lower, model.upper),
+            clock=self._clock,
+        )
         self._servo_mode = self.arm.mode == "servo"
         self.ft: BotaSensor | None = None
         self.imu: WitmotionImu | None = None
@@ -556,6 +562,7 @@ class SerialRobot(Robot):
             r.achieved_rate_hz,
             self.stats.failed_reads,
             r.worst_cycle_s,
+            self.arm.checks.counts.report().rejected,
         )
 
     def _next_deadline(self) -> tuple[int, int]:
