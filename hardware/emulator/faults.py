@@ -6,7 +6,7 @@ Forgeries (issue 31) damage a frame so that it still passes its CRC: ``rewrite_n
 passes the next frame of ``sender`` that ``fn`` accepts through ``fn`` (the device's reply, e.g.
 ``forged_present``: one servo's present values changed and every CRC sealed again), and
 ``rewrite_next_in(fn)`` does the same to the next bytes the host writes to the device (its
-``PtyPort`` hands them over first: e.g. ``forged_sync_write``, a goal that reaches the servo
+``PtyPort`` hands them over first: e.g. ``forged_write``, a goal that reaches the servo
 changed, with a valid CRC or without one); ``frames_rewritten`` counts both.
 
 Applied per ``write`` of the emulator (one frame, packet or reply), so ``writes_affected`` counts
@@ -101,7 +101,8 @@ class FaultInjector:
         self._frame_holds: dict[int, int] = {}  # sender -> frames still to hold back
         self._held = b""  # frames held back, sent ahead of the next write
         self._rewrites: dict[int, Rewrite] = {}  # sender -> forgery of its next frame
-        self._rewrite_in: Rewrite | None = None  # forgery of the host's next write
+        self._rewrite_in: Rewrite | None = None  # forgery of the host's next writes
+        self._rewrites_in_left = 0
         #: Whether a forgery of the host's bytes is set (``PtyPort``'s lock-free check).
         self.armed_in = False
         self.corrupt_rate = self.drop_rate = self.delay_s = 0.0
@@ -161,11 +162,13 @@ class FaultInjector:
             self._rewrites[sender] = fn
             self._rearm()
 
-    def rewrite_next_in(self, fn: Rewrite) -> None:
-        """Hand the device, instead of the next bytes the host writes that ``fn`` rewrites, what
-        ``fn`` returns (a damaged instruction; ``apply_in``)."""
+    def rewrite_next_in(self, fn: Rewrite, n: int = 1) -> None:
+        """Hand the device, instead of each of the next ``n`` host writes that ``fn`` rewrites,
+        what ``fn`` returns (a damaged instruction; ``apply_in``)."""
+        if not (isinstance(n, int) and n >= 1):
+            raise InvalidArgumentError(f"rewrite_next_in needs a number of writes >= 1, got {n!r}")
         with self._lock:
-            self._rewrite_in = fn
+            self._rewrite_in, self._rewrites_in_left = fn, n
             self.armed_in = True
 
     def apply_in(self, data: bytes) -> bytes:
@@ -175,7 +178,9 @@ class FaultInjector:
             out = None if fn is None else fn(data)
             if out is None:
                 return data
-            self._rewrite_in, self.armed_in = None, False
+            self._rewrites_in_left -= 1
+            if not self._rewrites_in_left:
+                self._rewrite_in, self.armed_in = None, False
             self.stats.frames_rewritten += 1
             return out
 
@@ -359,34 +364,42 @@ def forged_present(pid: int, **values: int) -> Rewrite:
     return forge
 
 
-def forged_sync_write(reg: Register, pid: int, value: int, *, reseal: bool = True) -> Rewrite:
-    """A forgery of the host's next SYNC_WRITE of ``reg``: servo ``pid``'s value becomes
-    ``value`` on the way in. ``reseal``: the CRC sealed again (the servo takes the other value);
-    otherwise the packet fails its CRC and the servos drop it (the write is lost)."""
+def forged_write(reg: Register, pid: int, value: int, *, reseal: bool = True) -> Rewrite:
+    """A forgery of the host's next write of ``reg`` to servo ``pid`` (its entry in a
+    SYNC_WRITE of ``reg``, or a WRITE of ``reg`` to it): the value becomes ``value`` on the way
+    in. ``reseal``: the CRC sealed again (the servo takes the other value, and acknowledges a
+    WRITE); otherwise the packet fails its CRC and the servos drop it (the write is lost)."""
     want = int(value).to_bytes(reg.size, "little", signed=reg.signed)
+    head = reg.address.to_bytes(2, "little")
+
+    def entry(frame: bytes) -> int | None:
+        """Where ``pid``'s value starts in ``frame``, if it writes ``reg`` to it."""
+        if len(frame) < 12 + reg.size or STUFF_PATTERN in frame[7:]:
+            return None
+        if frame[4] == pid and frame[7] == Instruction.WRITE and frame[8:10] == head:
+            return 10 if len(frame) == 12 + reg.size else None
+        if frame[4] != BROADCAST_ID or frame[7] != Instruction.SYNC_WRITE or frame[8:10] != head:
+            return None
+        if int.from_bytes(frame[10:12], "little") != reg.size:
+            return None
+        for at in range(12, len(frame) - 2, 1 + reg.size):
+            if frame[at] == pid:
+                return at + 1
+        return None
 
     def forge(data: bytes) -> bytes | None:
         pieces = dynamixel_status_frames(data)  # instruction packets frame the same way
         for k, (sender, frame) in enumerate(pieces):
-            if (
-                sender != BROADCAST_ID
-                or len(frame) < 14
-                or frame[7] != Instruction.SYNC_WRITE
-                or int.from_bytes(frame[8:10], "little") != reg.address
-                or int.from_bytes(frame[10:12], "little") != reg.size
-                or STUFF_PATTERN in frame[7:]
-            ):
+            at = entry(frame)
+            if at is None:
                 continue
-            for at in range(12, len(frame) - 2, 1 + reg.size):
-                if frame[at] != pid:
-                    continue
-                out = bytearray(frame)
-                out[at + 1 : at + 1 + reg.size] = want
-                if reseal:
-                    crc = crc16_dynamixel(bytes(out[:-2]))
-                    out[-2:] = bytes((crc & 0xFF, crc >> 8))
-                pieces[k] = (sender, bytes(out))
-                return b"".join(f for _, f in pieces)
+            out = bytearray(frame)
+            out[at : at + reg.size] = want
+            if reseal:
+                crc = crc16_dynamixel(bytes(out[:-2]))
+                out[-2:] = bytes((crc & 0xFF, crc >> 8))
+            pieces[k] = (sender, bytes(out))
+            return b"".join(f for _, f in pieces)
         return None
 
     return forge
