@@ -14,10 +14,11 @@ Connection-time set-up (``initialise``), one sync read of present values per cyc
 Line noise: every set-up transaction is tried ``bus.attempts`` times (a lost reply is retried); a
 cycle's read that loses a reply (known at once: ``ReplyLostError``) falls back to one SYNC_READ
 that keeps every intact reply, then one READ per servo still missing (``CYCLE_READ_TRIES`` each),
-so one damaged reply costs a round trip or two, not the reading. ``position_hold`` leaves the servos
-holding servo-side (Operating Mode 5, torque on), each servo's Torque Enable and Operating Mode
-read back and, where they disagree, rewritten with acknowledged writes (``park`` and the stale
-fault use it; ``docs/faults/serial.md``).
+so one damaged reply costs a round trip or two, not the reading. Every reading passes the
+plausibility checks (``checks``: ``drivers/servo_checks.py``) or is refused as a failed read.
+``position_hold`` leaves the servos holding servo-side (Operating Mode 5, torque on), everything
+it wrote (torque, mode, gains, Goal Current, Goal Position) read back and, where it disagrees,
+rewritten with acknowledged writes (``park`` and the stale fault use it; ``docs/faults/serial.md``).
 """
 
 from __future__ import annotations
