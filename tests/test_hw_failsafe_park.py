@@ -5,53 +5,27 @@ Lock-step through the ideal emulators, faults through the emulators' fault injec
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import replace
-
 import numpy as np
 import pytest
-from twin.hardware import ManualClock, ParkError, SerialRobot
-from twin.hardware.emulator import BUS, EmulatorStack, IdealSource
-from twin.hardware.emulator.testing import emulator_config
+from hw_rig import MODEL, TARGET, settled_rig
+from twin.hardware import ManualClock, ParkError
+from twin.hardware.emulator import BUS
 from twin.hardware.protocols.dynamixel_table import HardwareError, OperatingMode, Units, XTable
 from twin.hardware.transport import LinkState
 
-from twin.kinematics import ArmModel
 from twin.robot import Health, JointCommand
 
-MODEL = ArmModel.default()
-KP = np.array([120.0, 240.0, 120.0, 25.0, 25.0, 10.0]) / 4
-KD = np.array([6.0, 12.0, 4.0, 0.5, 0.5, 0.2]) / 4
-TARGET = np.array([0.2, -0.15, 0.1, 0.3, -0.2, 0.4])
 SAFE = (1, int(OperatingMode.CURRENT_BASED_POSITION))
 
 
 @pytest.fixture(params=["current", "servo"])
 def rig(request):
     clock = ManualClock()
-    config = emulator_config(
-        control_mode=request.param, watchdog_s=None, hold_gravity_compensation=False
-    )
-    config = replace(
-        config,
-        bus=replace(config.bus, reply_timeout_s=0.05),
-        ft=replace(config.ft, enabled=False),
-        imu=replace(config.imu, enabled=False),
-    )
-    with EmulatorStack(
-        config, IdealSource(effort_limits=MODEL.effort_limits), clock=clock
-    ) as stack:
-        robot = SerialRobot(stack.robot_config(), model=MODEL, clock=clock)
+    with settled_rig(request.param, clock) as (robot, stack):
         try:
-            for _ in range(250):  # move to TARGET and settle (1 s)
-                robot.write(JointCommand(q_des=TARGET, kp=KP, kd=KD))
-                robot.step()
-            assert robot.read().health == Health.OK
             yield robot, stack, clock
         finally:
             stack.faults[BUS].restore(2)
-            with contextlib.suppress(ParkError):  # the test that wanted it has checked it
-                robot.close()
 
 
 def _servo_states(stack) -> dict[int, tuple[int, int]]:

@@ -7,58 +7,22 @@ host's write changed on its way into the servo)."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from dataclasses import replace
 
 import numpy as np
 import pytest
-from twin.hardware import ManualClock, ParkError, SerialRobot
+from hw_rig import TARGET, settled_rig
+from twin.hardware import ManualClock, ParkError
 from twin.hardware.config import load_config
-from twin.hardware.emulator import BUS, EmulatorStack, IdealSource
+from twin.hardware.emulator import BUS
 from twin.hardware.emulator.faults import forged_write
-from twin.hardware.emulator.testing import emulator_config
 from twin.hardware.protocols.dynamixel_table import OperatingMode, Register, XTable
 from twin.hardware.transport import LinkState
 
-from twin.kinematics import ArmModel
-from twin.robot import Health, JointCommand
-
-MODEL = ArmModel.default()
 MAP = load_config().joint_map()
-KP = np.array([120.0, 240.0, 120.0, 25.0, 25.0, 10.0]) / 4
-KD = np.array([6.0, 12.0, 4.0, 0.5, 0.5, 0.2]) / 4
-TARGET = np.array([0.2, -0.15, 0.1, 0.3, -0.2, 0.4])
 SAFE = (1, int(OperatingMode.CURRENT_BASED_POSITION))
 #: The Position D, I, P gains as the park writes them: one 6-byte SYNC_WRITE at 80.
 GAINS = Register("position_gains", XTable.POSITION_D_GAIN.address, 6, True)
-
-
-def _config(mode: str):
-    config = emulator_config(control_mode=mode, watchdog_s=None, hold_gravity_compensation=False)
-    return replace(
-        config,
-        bus=replace(config.bus, reply_timeout_s=0.05),
-        ft=replace(config.ft, enabled=False),
-        imu=replace(config.imu, enabled=False),
-    )
-
-
-@contextlib.contextmanager
-def _rig(mode: str, clock=None):
-    with EmulatorStack(
-        _config(mode), IdealSource(effort_limits=MODEL.effort_limits), clock=clock
-    ) as stack:
-        robot = SerialRobot(stack.robot_config(), model=MODEL, clock=stack.clock)
-        try:
-            for _ in range(250):  # move to TARGET and settle (1 s)
-                robot.write(JointCommand(q_des=TARGET, kp=KP, kd=KD))
-                robot.step()
-            assert robot.read().health == Health.OK
-            yield robot, stack
-        finally:
-            with contextlib.suppress(ParkError):
-                robot.close()
 
 
 def _ticks(q: float, j: int) -> int:
@@ -97,7 +61,7 @@ def test_a_damaged_park_write_is_read_back_and_written_again(mode, field, reseal
     reg, value = DAMAGE[field]
     if reg is XTable.GOAL_CURRENT and mode == "servo":
         pytest.skip("a servo-mode park does not rewrite Goal Current (set at connection)")
-    with _rig(mode, ManualClock()) as (robot, stack):
+    with settled_rig(mode, ManualClock()) as (robot, stack):
         faults = stack.faults[BUS]
         faults.rewrite_next_in(forged_write(reg, 3, value(), reseal=reseal))
         q0 = stack.source.joint_state()[0].copy()
@@ -118,7 +82,7 @@ def test_a_damaged_park_write_is_read_back_and_written_again(mode, field, reseal
 
 @pytest.mark.parametrize("mode", ["current", "servo"])
 def test_a_goal_that_never_arrives_as_sent_raises_naming_the_servo_and_field(mode):
-    with _rig(mode, ManualClock()) as (robot, stack):
+    with settled_rig(mode, ManualClock()) as (robot, stack):
         wrong = _ticks(TARGET[2] - 0.8, 2)
         stack.faults[BUS].rewrite_next_in(forged_write(XTable.GOAL_POSITION, 3, wrong), n=100)
         with pytest.raises(ParkError) as err:
@@ -135,7 +99,7 @@ def test_a_goal_that_never_arrives_as_sent_raises_naming_the_servo_and_field(mod
 def test_in_real_time_a_damaged_goal_moves_no_joint_more_than_0_05_rad(mode):
     """Real time: the physics runs while the park writes, verifies and fixes the goal; a sampler
     watches every joint during the park and 0.5 s after it."""
-    with _rig(mode) as (robot, stack):
+    with settled_rig(mode) as (robot, stack):
         faults = stack.faults[BUS]
         q0 = stack.source.joint_state()[0].copy()
         faults.rewrite_next_in(forged_write(XTable.GOAL_POSITION, 3, _ticks(TARGET[2] - 0.8, 2)))

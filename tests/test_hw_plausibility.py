@@ -6,12 +6,10 @@ emulators; the forged reply through the emulators' fault injection (``forged_pre
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import replace
-
 import numpy as np
 import pytest
-from twin.hardware import ManualClock, ParkError, SerialRobot
+from hw_rig import KD, KP, MODEL, TARGET, settled_rig
+from twin.hardware import ManualClock
 from twin.hardware.config import load_config
 from twin.hardware.drivers.servo_checks import (
     CURRENT_MARGIN,
@@ -20,19 +18,13 @@ from twin.hardware.drivers.servo_checks import (
     ImplausibleReadingError,
     ServoChecks,
 )
-from twin.hardware.emulator import BUS, EmulatorStack, IdealSource
+from twin.hardware.emulator import BUS
 from twin.hardware.emulator.faults import forged_present
-from twin.hardware.emulator.testing import emulator_config
 from twin.hardware.protocols.dynamixel_table import BROADCAST_ID, Units
 
-from twin.kinematics import ArmModel
 from twin.robot import Health, JointCommand
 
-MODEL = ArmModel.default()
 MAP = load_config().joint_map()
-KP = np.array([120.0, 240.0, 120.0, 25.0, 25.0, 10.0]) / 4
-KD = np.array([6.0, 12.0, 4.0, 0.5, 0.5, 0.2]) / 4
-TARGET = np.array([0.2, -0.15, 0.1, 0.3, -0.2, 0.4])
 WATCHDOG_S = 0.1
 PERIOD_US = 4000
 
@@ -98,28 +90,8 @@ def test_a_nan_and_the_range_edge():
 @pytest.fixture(params=["current", "servo"])
 def rig(request):
     clock = ManualClock()
-    config = emulator_config(
-        control_mode=request.param, watchdog_s=WATCHDOG_S, hold_gravity_compensation=False
-    )
-    config = replace(
-        config,
-        bus=replace(config.bus, reply_timeout_s=0.05),
-        ft=replace(config.ft, enabled=False),
-        imu=replace(config.imu, enabled=False),
-    )
-    with EmulatorStack(
-        config, IdealSource(effort_limits=MODEL.effort_limits), clock=clock
-    ) as stack:
-        robot = SerialRobot(stack.robot_config(), model=MODEL, clock=clock)
-        try:
-            for _ in range(250):  # move to TARGET and settle (1 s)
-                robot.write(JointCommand(q_des=TARGET, kp=KP, kd=KD))
-                robot.step()
-            assert robot.read().health == Health.OK
-            yield robot, stack, clock
-        finally:
-            with contextlib.suppress(ParkError):
-                robot.close()
+    with settled_rig(request.param, clock, watchdog_s=WATCHDOG_S) as (robot, stack):
+        yield robot, stack, clock
 
 
 def _ticks(q: float, j: int) -> int:
