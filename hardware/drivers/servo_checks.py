@@ -126,7 +126,8 @@ class ServoChecks:
                 self._accept(rows[0], t0_us)
                 return
             step = np.abs(rows[0] - last)
-            if np.all(step <= self._v_per_us * (t1_us - self._last_t_us) + JUMP_MARGIN_RAD):
+            step -= JUMP_MARGIN_RAD
+            if (step <= self._v_per_us * (t1_us - self._last_t_us)).all():
                 self._accept(rows[0], t0_us)
                 return
         self._refuse(rows, t1_us)
