@@ -191,7 +191,7 @@ def assert_possible(raw: np.ndarray) -> None:
     assert np.all(np.abs(current) <= CURRENT_MARGIN * CURRENT_LIMIT), current
     qd_max = VELOCITY_MARGIN * VELOCITY_LIMIT * MAP.velocity_unit
     dt_s = (T_READ[1] - 0) * 1e-6
-    assert np.all(np.abs(q - TARGET) <= qd_max * dt_s + JUMP_MARGIN_RAD + 1e-6), q
+    assert np.all(np.abs(q - _ANCHOR[0]) <= qd_max * dt_s + JUMP_MARGIN_RAD + 1e-9), q
 
 
 def run(wire: bytes, fast: bool) -> None:
@@ -214,11 +214,11 @@ _TARGET_TICKS = [r[3] for r in _target_raw()]
 
 def _rows(rng: np.random.Generator) -> list[tuple[int, int, int, int]]:
     """Raw values per servo: each near the anchor (plausible) or anywhere in its register; in
-    half the cases every servo is near the anchor but one field of one servo (a single bad
-    value, e.g. a jump, among plausible ones)."""
+    half the cases every servo is near the anchor, but for one field of one servo in half of
+    those (a single bad value, e.g. a jump, among plausible ones)."""
     out = []
     calm = rng.random() < 0.5
-    odd = (int(rng.integers(N)), int(rng.integers(1, 4)))
+    odd = (int(rng.integers(N)) if rng.random() < 0.5 else -1, int(rng.integers(1, 4)))
     for j, t in enumerate(_TARGET_TICKS):
         k = rng.integers(3, size=4)  # per field: near the anchor, or anywhere
         if calm:
@@ -230,7 +230,7 @@ def _rows(rng: np.random.Generator) -> list[tuple[int, int, int, int]]:
         cur = int(rng.integers(-1000, 1001) if k[1] else rng.integers(-(2**15), 2**15))
         vel = int(rng.integers(-2000, 2001) if k[2] else rng.integers(-(2**31), 2**31))
         pos = (
-            rng.integers(t - 300, t + 301),
+            rng.integers(t - 150, t + 151),  # a jump for some joints (about 200 ticks)
             rng.integers(-(2**21), 2**21),
             rng.integers(-(2**31), 2**31),
         )[k[3]]
@@ -239,9 +239,10 @@ def _rows(rng: np.random.Generator) -> list[tuple[int, int, int, int]]:
 
 
 def _edit(rng: np.random.Generator, wire: bytes, most: int, start: int = 0) -> bytes:
-    """``wire`` with up to ``most`` bytes from ``start`` on XORed with a non-zero mask."""
+    """``wire`` with up to ``most`` bytes from ``start`` on XORed with a non-zero mask (none in
+    half the cases: the values as drawn)."""
     buf = bytearray(wire)
-    for _ in range(int(rng.integers(most + 1))):
+    for _ in range(int(rng.integers(most + 1)) if rng.random() < 0.5 else 0):
         buf[int(rng.integers(start, len(buf)))] ^= int(rng.integers(1, 256))
     return bytes(buf)
 
@@ -289,11 +290,12 @@ def test_sync_read_status_packets(seed):
 
 
 def test_resealed_sweep_refuses_every_impossible_reading():
-    """A fixed-seed sweep of the resealed answers (``FUZZ_EXAMPLES`` of them), counted: every
-    one decodes as intact (its CRCs are valid), many carry impossible values, and each of those
-    is refused; every reason is met."""
+    """A fixed-seed sweep of the resealed answers (``FUZZ_EXAMPLES`` of them), counted: most
+    decode as intact (their CRCs are valid), many carry impossible values, each of those is
+    refused and every possible one accepted; every reason is met. (At 100,000: 73,289 intact,
+    59,178 impossible, all refused; 14,111 accepted.)"""
     rng = np.random.default_rng(31)
-    decoded = bad = accepted_bad = 0
+    decoded = bad = accepted_bad = refused_good = 0
     before = CHECKS.counts.report().rejected
     for _ in range(FUZZ_EXAMPLES):
         wire = reseal_fast(_edit(rng, fast_wire(_rows(rng)), 4, start=8))
@@ -306,12 +308,15 @@ def test_resealed_sweep_refuses_every_impossible_reading():
         decoded += 1
         rec = got[0]
         raw = np.array([rec["position"], rec["velocity"], rec["current"]], np.int64)
+        accepted = host_read(wire, fast=True) is not None
         if impossible(raw):
             bad += 1
-            accepted_bad += host_read(wire, fast=True) is not None
+            accepted_bad += accepted
+        else:
+            refused_good += not accepted
     after = CHECKS.counts.report().rejected
-    assert decoded > FUZZ_EXAMPLES // 4 and bad > decoded // 4
-    assert accepted_bad == 0
+    assert decoded > FUZZ_EXAMPLES // 2 and decoded // 2 < bad < decoded
+    assert accepted_bad == 0 and refused_good == 0
     met = {r: after.get(r, 0) - before.get(r, 0) for r in REASONS}
     assert all(met.values()), met
 
