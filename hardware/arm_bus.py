@@ -73,10 +73,12 @@ _HOLD_BLOCKS = (
     (GAIN_BLOCK_ADDRESS, GAIN_BLOCK_LENGTH),
     (XTable.GOAL_CURRENT.address, XTable.GOAL_POSITION.end - XTable.GOAL_CURRENT.address),
 )
-#: Current Limit .. Velocity Limit (38..47): the limits the plausibility checks take.
+#: Current Limit .. Velocity Limit (38..47), the limits the plausibility checks take, and one
+#: byte more: 11 bytes, so that a late reply to a read of the 10-byte present block is refused
+#: for its length, never taken for the limits (which would rewrite them, torque off).
 _LIMIT_BLOCK = (
     XTable.CURRENT_LIMIT.address,
-    XTable.VELOCITY_LIMIT.end - XTable.CURRENT_LIMIT.address,
+    XTable.VELOCITY_LIMIT.end + 1 - XTable.CURRENT_LIMIT.address,
 )
 
 T = TypeVar("T")
