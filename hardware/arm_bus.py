@@ -566,7 +566,7 @@ class ArmBus:
         torque = self._read_back(pid, XTable.TORQUE_ENABLE.address, 2)
         mode = self._read_back(pid, *_MODE_READ)
         wrong = []
-        if want:
+        if want and (torque, mode) != (None, None):  # (a silent servo is not asked again)
             for address, length in _HOLD_BLOCKS:
                 regs = [r for r in want if address <= r.address < address + length]
                 data = self._read_back(pid, address, length) if regs else b""
