@@ -15,6 +15,10 @@ _checkout = _pathlib.Path(__file__).resolve().parent.parent
 if (_checkout / "setup.py").is_file() and (_checkout / "sim" / "__init__.py").is_file():
     __path__.append(str(_checkout))
 
+from twin.interrupts import hold_from_start as _hold  # noqa: E402
+
+_hold()  # the twin command holds SIGINT / SIGTERM back from here on (twin.cli.signals)
+
 from twin.env.registration import register_envs as _register_envs  # noqa: E402
 
 _register_envs()

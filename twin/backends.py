@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import threading
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
+from twin.interrupts import held_signals
 from twin.names import closest
 from twin.robot import Robot
 
@@ -61,6 +60,7 @@ BACKEND_ERRORS = (
 
 
 _open_robots: weakref.WeakSet[Robot] = weakref.WeakSet()
+_trackers: list[list[Robot]] = []  # the lists of ``tracking()`` blocks under way
 
 
 class BackendError(ValueError):
@@ -126,32 +126,28 @@ def open_robot(
     name = resolve_backend(backend)
     if name == "sim" and config is not None:
         raise _not_hardware(f"a hardware configuration ({config}) was given", backend)
-    with _interrupt_deferred() as interrupted:
+    with held_signals() as held:  # a robot half connected could not be closed
         robot = _construct(name, config, sim_options, options)
         _open_robots.add(robot)
-    if interrupted:  # Ctrl-C while connecting: the robot is whole, so close it properly
-        robot.close()
+        for opened in _trackers:
+            opened.append(robot)
+        if held:  # a signal while connecting: the robot is whole, so close it properly
+            robot.close()
+    if held:  # the signal's own handler did not stop the caller (ignored, or only counted)
         raise KeyboardInterrupt
     return robot
 
 
 @contextlib.contextmanager
-def _interrupt_deferred() -> Iterator[list[bool]]:
-    """Hold back SIGINT during the block (main thread only): a robot half connected could not
-    be closed. Yields a list that is non-empty if SIGINT arrived meanwhile."""
-    seen: list[bool] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield seen
-        return
+def tracking() -> Iterator[list[Robot]]:
+    """Every robot ``open_robot`` opens during the block, in order, kept referenced until the
+    block ends (the CLI reads how each one was closed)."""
+    opened: list[Robot] = []
+    _trackers.append(opened)
     try:
-        previous = signal.signal(signal.SIGINT, lambda *_: seen.append(True))
-    except ValueError:  # not the main interpreter
-        yield seen
-        return
-    try:
-        yield seen
+        yield opened
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _trackers.remove(opened)
 
 
 def _construct(name: str, config: Any, sim_options: dict | None, options: dict) -> Robot:

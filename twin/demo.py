@@ -321,6 +321,7 @@ def run_demo(
     gripper: Gripper | None = None,
     robot: Robot | None = None,
     plots: bool = True,
+    steps: list[DemoStep] | None = None,
     **options,
 ) -> list[DemoStep]:
     """Run the demo (module doc); returns its steps (name, figure, ok, data).
@@ -335,8 +336,10 @@ def run_demo(
     payload, as the simulated arm can; otherwise none, and the weighing step is skipped).
     ``robot``: an open robot to run on (whoever opened it closes it); by default the demo opens
     one with ``open_robot(backend, **options)`` (the sim gets the scene and ``seed``).
+    ``steps``: the list to append each step to as it ends (returned): a caller that reports
+    them also when the demo raises (a full disk under its recording) passes its own.
     """
-    steps: list[DemoStep] = []
+    steps = [] if steps is None else steps
     bar = _progress_bar(progress)
     task = bar.add_task(STEP_NAMES[0], total=len(STEP_NAMES)) if bar is not None else None
 

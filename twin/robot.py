@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from twin.interrupts import held_signals
 from twin.safety import limits_for
 
 if TYPE_CHECKING:
@@ -499,4 +500,5 @@ class Robot(abc.ABC):
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        with held_signals():  # a close (the arm's park) is never cut short by a signal
+            self.close()

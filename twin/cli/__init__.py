@@ -20,20 +20,33 @@ Errors are handled here, once, by type (``ERRORS``): bad input (an unknown name,
 malformed file, a port that cannot be opened) is one line on stderr naming what was wrong and
 what was expected, exit code 2; a device failure one line, exit code 1; anything else is a bug
 and keeps its traceback. ``--debug`` shows the traceback of every error.
-Ctrl-C (SIGINT, and SIGTERM likewise) closes every robot still open (the arm holds its
-position, every port is closed), says so in one line and exits 130 (143 for SIGTERM).
+Ctrl-C (SIGINT, and SIGTERM likewise) stops the command, closes every robot it opened and says
+in one closing line what is known of each (``twin.cli.closing``): "the servos were parked and
+read back (servo 1: torque on, ...)" only when the park read every servo back safe, "the servos
+were NOT parked: servo 3: torque no reply, ..." otherwise, "the PyBulletRobot was closed" for a
+robot without servos, "no robot was opened" when none was; exit 130 (143 for SIGTERM).
 
-Signals cannot cut the way out short (``_Signals``): the first SIGINT or SIGTERM of a run raises
-``KeyboardInterrupt`` in the main thread; from then on, and from the moment the subcommand
-returns or fails, a signal only counts. The unwinding (a robot's park, closing its ports), the
-error report and the final line then always finish; a second signal says once that it waits.
+Signals are handled from the first line of the ``twin`` package (``twin.interrupts``,
+``twin.cli.signals``: one that arrives while the command is still importing stops it before it
+starts) and cannot cut the way out
+short: the first SIGINT or SIGTERM of a run raises ``KeyboardInterrupt`` in the main thread;
+from then on, and from the moment the subcommand returns or fails, a signal only counts. Opening
+a robot and closing it (its park) hold both signals back until they are done
+(``twin.interrupts``). The unwinding (a robot's park, closing its ports), the error report and
+the closing line then always finish; a second signal says once that it waits.
 Every way out of ``main`` is an exit code and at most a few lines on stderr: 0 or the
-subcommand's code; 2 or 1 for an error (one line); 130 / 143 after a signal, also when the
-signal came while an error was being reported (the error's line first, then the interrupted
-line); 0 for a closed stdout (``twin info | head``). An error raised while the run unwinds after
-a signal replaces the interrupt: the cleanup did not end as the interrupted line would promise
-(``ParkError``: the park is unverified), so it is reported as that error, with its own exit code
-(1 for a device), and the line says it came after the interrupt (``docs/faults/serial.md``).
+subcommand's code; 2 or 1 for an error; 130 / 143 after a signal, also when the signal came
+while an error was being reported (the error's line first, then the interrupted line); 0 for a
+closed stdout (``twin info | head``). The first cause is the one shown: a command that fails
+reports its errors in the order they happened, in one line (``error: <the first>; then: <what
+followed>``, e.g. the stale-joints ``DeviceFaultError`` then the ``ParkError`` of the close it
+led to), with the first one's exit code, and, when the run opened servos and no error names
+their states already, how they were left ("; the servos were parked and read back (...)");
+``--debug`` shows the traceback instead. An error
+raised while the run unwinds after a signal replaces the interrupt: the cleanup did not end as
+the interrupted line would promise (``ParkError``: the park is unverified), so it is reported
+as that error, with its own exit code (1 for a device), and the line says it came after the
+interrupt (``docs/faults/serial.md``).
 """
 
 from __future__ import annotations
@@ -41,7 +54,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import traceback
 import warnings
@@ -49,8 +61,23 @@ from collections.abc import Sequence
 
 from twin import backends
 from twin.backends import EXIT_DEVICE, EXIT_INPUT
-from twin.cli import bench, demo, emulate, ft, info, plan, replay, run, scenes, shadow, test
+from twin.cli import (
+    bench,
+    demo,
+    emulate,
+    ft,
+    info,
+    plan,
+    replay,
+    run,
+    scenes,
+    shadow,
+    test,
+)
+from twin.cli.closing import after_errors, errors_in_order, robots_left
 from twin.cli.common import ArgumentParser
+from twin.cli.signals import Signals, _say
+from twin.interrupts import is_command
 
 #: Every subcommand's module, in the order ``twin --help`` lists them.
 SUBCOMMANDS = (demo, plan, run, shadow, ft, test, replay, scenes, bench, info, emulate)
@@ -75,11 +102,6 @@ ERRORS = (
     *backends.BACKEND_ERRORS,
     ("twin.sensors.errors", "FtError", EXIT_DEVICE, ""),
 )
-EXIT_INTERRUPTED = 130
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, unwound like Ctrl-C so that every robot is closed on the way out."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,77 +144,6 @@ def _one_line_warning(prog: str):
     return show
 
 
-class _Signals:
-    """SIGINT and SIGTERM during one run of ``main`` (module doc): the first raises
-    ``KeyboardInterrupt`` (``Terminated`` for SIGTERM) unless ``shielded``; every later one, and
-    any while shielded, is only counted in ``received``."""
-
-    def __init__(self, prog: str) -> None:
-        self.prog = prog
-        self.received: list[int] = []  # signal numbers, in order
-        self.shielded = False
-        self._previous: dict[int, object] = {}
-
-    def install(self) -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous[signum] = signal.signal(signum, self._handle)
-
-    def restore(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def shield(self) -> None:
-        """From now on a signal no longer raises: the run is on its way out."""
-        self.shielded = True
-
-    def _handle(self, signum: int, frame) -> None:
-        self.received.append(signum)
-        if not self.shielded:
-            self.shielded = True  # the unwinding that starts here must not be cut short
-            raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-        if len(self.received) == 2:  # say once why the signal did not stop the command at once
-            _note(
-                f"{self.prog}: stopping: every robot is being closed (the arm parked, the "
-                "ports closed); a signal cannot cut this short (SIGKILL can)"
-            )
-
-    def terminated(self, interrupt: BaseException | None) -> bool:
-        """Whether the run's stop came from SIGTERM: ``interrupt`` (the ``KeyboardInterrupt``
-        caught, if any) or else the first signal received."""
-        if interrupt is not None:
-            return isinstance(interrupt, Terminated)
-        return bool(self.received) and self.received[0] == signal.SIGTERM
-
-    def exit_code(self, interrupt: BaseException | None = None) -> int | None:
-        """130 (SIGINT) or 143 (SIGTERM) for the first signal of the run, or ``None``."""
-        if interrupt is None and not self.received:
-            return None
-        return EXIT_INTERRUPTED + 13 * self.terminated(interrupt)
-
-
-def _say(line: str) -> None:
-    """One line on stderr (a closed stderr is ignored)."""
-    with contextlib.suppress(OSError, ValueError):
-        print(line, file=sys.stderr, flush=True)
-
-
-def _note(line: str) -> None:
-    """One line on stderr from a signal handler: one ``os.write`` of the descriptor (no buffered
-    writer that the interrupted code may be in the middle of), else ``_say``."""
-    try:
-        fd = sys.stderr.fileno()
-    except (OSError, ValueError, AttributeError):  # a captured stderr (tests in one process)
-        _say(line)
-        return
-    with contextlib.suppress(OSError):
-        os.write(fd, (line + "\n").encode())
-
-
-def _interrupted_line(signals: _Signals, interrupt: BaseException | None) -> str:
-    what = "terminated" if signals.terminated(interrupt) else "interrupted"
-    return f"{signals.prog}: {what}: the arm holds its position, every port is closed"
-
-
 def _after_interrupt(error: BaseException) -> bool:
     """Whether ``error`` was raised while a ``KeyboardInterrupt`` unwound (its context chain)."""
     seen = error.__context__
@@ -205,21 +156,28 @@ def _after_interrupt(error: BaseException) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``twin`` console script; returns the exit code (module doc)."""
-    signals = _Signals("twin")
+    signals = Signals("twin")
     try:
-        return _run(list(sys.argv[1:] if argv is None else argv), signals)
+        with backends.tracking() as robots:
+            code = _run(list(sys.argv[1:] if argv is None else argv), signals, robots)
     finally:
         signals.restore()
+    if is_command():  # the outcome is said: no late signal changes it (``exit_process``)
+        signals.exit_process(code)
+    return code
 
 
-def _run(argv: list[str], signals: _Signals) -> int:
+def _run(argv: list[str], signals: Signals, robots: list) -> int:
     """Parse ``argv``, run the subcommand and report how it ended (``main``). The handlers are
     installed first (also when started in the background, SIGINT ignored: Ctrl-C must still stop
-    the arm) and shielded on the way out."""
-    args, interrupt, code = None, None, 0
+    the arm) and shielded on the way out. ``robots``: every robot the run opens."""
+    args, interrupt, code, errors = None, None, 0, []
+    signals.install()
+    if signals.received:  # a signal while the command was being imported: it does not start
+        _say(_interrupted_line(signals, None, robots))
+        return signals.exit_code()
     try:
         try:
-            signals.install()
             args = build_parser().parse_args(argv)
             signals.prog = " ".join(
                 ["twin", args.command, *([args.action] if getattr(args, "action", None) else [])]
@@ -234,29 +192,60 @@ def _run(argv: list[str], signals: _Signals) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except KeyboardInterrupt as caught:  # also raised by code that held a signal back
         interrupt = caught
-        backends.close_open_robots()
+        errors = errors_in_order(caught)  # raised while stopping (a park that failed)
         if getattr(args, "debug", False):
-            _say(_interrupted_line(signals, interrupt))
+            _close(robots)
+            _say(_interrupted_line(signals, interrupt, robots))
             raise
     except Exception as error:
         if getattr(args, "debug", False):
             raise
-        backends.close_open_robots()
-        verdict = classify(error)
-        if verdict is None:  # a bug: its traceback, exit code 1 (as Python's own)
-            with contextlib.suppress(OSError, ValueError):
-                traceback.print_exception(error, file=sys.stderr)
-            code = 1
-        else:
-            code, message = verdict
-            after = _after_interrupt(error)
-            _say(
-                f"{signals.prog}: error: {message}" + " (while stopping after an interrupt)" * after
-            )
-            if after:
-                return code  # the cleanup did not end as the interrupted line would say
+        if isinstance(error.__cause__, KeyboardInterrupt) and classify(error) is None:
+            interrupt = error.__cause__  # the signal, turned into another error by the code it
+        else:  # stopped (an extension module's import: "ImportError: initialization failed")
+            errors = errors_in_order(error)
+    closing = _close(robots)
+    after = interrupt is not None or any(_after_interrupt(e) for e in errors)
+    errors += closing
+    if errors:
+        code = _report(errors, signals.prog, after=after, servos=after_errors(robots, errors))
+        if after:
+            return code  # the cleanup did not end as an interrupted line would say
     signalled = signals.exit_code(interrupt)
     if signalled is None:
         return code
-    _say(_interrupted_line(signals, interrupt))
+    _say(_interrupted_line(signals, interrupt, robots))
     return signalled
+
+
+def _close(robots: list) -> list[Exception]:
+    """Close every robot of the run still open (the park, read back; the ports); the errors
+    that raised, in order. Then any robot opened outside the run (``close_open_robots``)."""
+    errors = []
+    for robot in robots:
+        try:
+            robot.close()
+        except Exception as e:  # reported in the closing line
+            errors.append(e)
+    backends.close_open_robots()
+    return errors
+
+
+def _report(errors: list[BaseException], prog: str, *, after: bool, servos: str = "") -> int:
+    """Report the run's ``errors`` (the first one first) in one line, with how the ``servos``
+    were left if that is to be said, or the traceback of a bug among them (the chain shows them
+    all); the exit code of the first one (1 for a bug)."""
+    verdicts = [classify(e) for e in errors]
+    if any(v is None for v in verdicts):  # a bug: its traceback, exit code 1 (as Python's own)
+        with contextlib.suppress(OSError, ValueError):
+            traceback.print_exception(errors[-1], file=sys.stderr)
+        return 1
+    message = "; then: ".join(text for _, text in verdicts) + f"; {servos}" * bool(servos)
+    _say(f"{prog}: error: {message}" + " (while stopping after an interrupt)" * after)
+    return verdicts[0][0]
+
+
+def _interrupted_line(signals: Signals, interrupt: BaseException | None, robots: list) -> str:
+    """The closing line after a signal: what is known of every robot the run opened."""
+    what = "terminated" if signals.terminated(interrupt) else "interrupted"
+    return f"{signals.prog}: {what}: {robots_left(robots)}"

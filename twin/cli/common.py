@@ -126,7 +126,10 @@ def recorded(robot: Robot, args: argparse.Namespace, backend: str, sim_options: 
         "command": getattr(args, "command", None),
         "versions": versions(),
     }
-    recording = RecordingRobot(robot, path, metadata=metadata)
+    try:
+        recording = RecordingRobot(robot, path, metadata=metadata)
+    except OSError as e:  # the file cannot take even its header (a full disk): name it
+        raise OSError(e.errno, e.strerror, str(path)) from e
     recording.subscribe_layers()
     return recording
 

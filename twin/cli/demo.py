@@ -38,29 +38,48 @@ def _progress_line(line: str) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """``twin demo``: run ``twin.demo.run_demo``, print the table; exit 1 if a step failed."""
-    from rich.console import Console
-
-    from twin.demo import SCENE, STEP_NAMES
+    """``twin demo``: run ``twin.demo.run_demo``, print the table; exit 1 if a step failed. The
+    table is printed also when the demo stops on an error (a recording that could not be
+    written, a device fault): the steps that ended, then the error's line (``twin.cli``)."""
+    from twin.demo import SCENE
     from twin.demo import run_demo as demo
 
-    with backend_session(args) as options:
-        backend = options.pop("backend")
-        sim_options = {"scene": SCENE, "seed": args.seed}
-        with contextlib.ExitStack() as stack:
-            robot = None
-            if args.record is not None:  # a recorded run: the demo runs on the recording robot
-                robot = stack.enter_context(open_robot(backend, sim_options=sim_options, **options))
-                robot = stack.enter_context(recorded(robot, args, backend, sim_options))
-            steps = demo(
-                backend,
-                seed=args.seed,
-                out=args.out,
-                progress=args.progress,
-                print_fn=_progress_line,
-                robot=robot,
-                **options,
-            )
+    steps = []
+    try:
+        with backend_session(args) as options:
+            backend = options.pop("backend")
+            sim_options = {"scene": SCENE, "seed": args.seed}
+            with contextlib.ExitStack() as stack:
+                robot = None
+                if args.record is not None:  # a recorded run: the demo runs on the recording robot
+                    robot = stack.enter_context(
+                        open_robot(backend, sim_options=sim_options, **options)
+                    )
+                    robot = stack.enter_context(recorded(robot, args, backend, sim_options))
+                demo(
+                    backend,
+                    seed=args.seed,
+                    out=args.out,
+                    progress=args.progress,
+                    print_fn=_progress_line,
+                    robot=robot,
+                    steps=steps,
+                    **options,
+                )
+    except Exception:
+        if steps:  # (an error before the first step, a wrong port say, is its line alone)
+            print_summary(steps, args.out, stopped=True)
+        raise
+    return print_summary(steps, args.out)
+
+
+def print_summary(steps, out: Path, stopped: bool = False) -> int:
+    """The table of ``steps`` and one line counting them; the exit code (1 if a step failed or
+    did not run). ``stopped``: the demo stopped on an error (its report may be missing)."""
+    from rich.console import Console
+
+    from twin.demo import STEP_NAMES
+
     console = Console(highlight=False)
     console.print(summary_table(steps))
     failed = [s.name for s in steps if not s.ok]
@@ -70,7 +89,11 @@ def run_demo(args: argparse.Namespace) -> int:
         text += f"; failed: {failed}"
     if missing:
         text += f"; {missing} not run"
-    console.print(f"{text}; report in {args.out}/", markup=False)
+    if stopped:
+        text += f"; stopped by an error: the report in {out}/ may be incomplete"
+    else:
+        text += f"; report in {out}/"
+    console.print(text, markup=False)
     return 1 if failed or missing else 0
 
 
