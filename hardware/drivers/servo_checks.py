@@ -137,7 +137,7 @@ class ServoChecks:
         self.counts.accept()
 
     def _refuse(self, rows: np.ndarray, t1_us: int) -> None:
-        """Work out every reason, count each once, raise naming the first servo of each."""
+        """Work out every reason, count each once, raise naming every servo and value found."""
         q, qd, tau = rows
         found: list[tuple[str, int, str]] = []
         tick = ~((q >= self.tick_lo) & (q <= self.tick_hi))
