@@ -52,6 +52,12 @@ emulator's lateness 11 / 11 (49 before ``servo_chain.Waker``), reply to host 77 
 turnaround 102 / 60, cycle 1798 / 1721 (0.90 needs 1733 or less). Before this round (quiet
 machine, load 0.5): emulator over host CPU 1.02, 0.875 of the wire bound, lateness 33.
 
+A machine too loaded for the loop (a joint read that times out again and again makes the
+robot's stale-readings fault, and its park then finds the bus as slow): the benchmark reports
+the rate missed, naming the section, the first error and what followed it, and the load, as a
+table and a JSON line with ``targets_met`` false, then stops its emulator process (asked,
+then terminated, then killed) and exits with status 1.
+
     python -m twin.benchmarks.bench_serial [--quick] [--seed N] [--unpinned]
 """
 
@@ -62,6 +68,8 @@ import collections
 import contextlib
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -75,11 +83,12 @@ from twin.benchmarks._report import emit_json, print_table, rate
 from twin.hardware import SerialRobot, load_config
 from twin.hardware.config import wire_bound
 from twin.hardware.emulator.testing import emulator_config, pin_process
-from twin.hardware.errors import TransportError
+from twin.hardware.errors import HardwareError, TransportError
 from twin.hardware.protocols import bota, witmotion
 from twin.hardware.protocols import dynamixel as dxl
 
 from twin.robot import JointCommand
+from twin.scenario.runner import first_error
 
 TARGET_RATIO = 20.0
 TARGET_HZ = 245.0
@@ -92,6 +101,10 @@ FREE_PERIOD_S = 1e-6  # "free-running": a period so short that no cycle ever sle
 HOST_CPUS, EMULATOR_CPUS = {0}, {1}  # the pinned layout (two or more cores)
 PIN_BLOCK_CYCLES = 100  # "pinned against unpinned": cycles per block, the modes alternating
 TRACE_ROWS = 8192  # the emulator's timeline: instructions recorded at most
+#: How long the emulator process gets to exit after its stdin closes, then after SIGTERM (s).
+EXIT_WAIT_S = 10.0
+#: How long a request to the emulator process (its CPU figures, a pinning) may wait (s).
+ASK_TIMEOUT_S = 30.0
 
 
 def _pinning_possible() -> bool:
@@ -252,8 +265,15 @@ class Emulators:
         raise RuntimeError("the emulator process exited before it was ready")
 
     def ask(self, request: str) -> dict:
+        """The process's answer to ``request``; ``TransportError`` when none comes within
+        ``ASK_TIMEOUT_S`` (a process stopped, or starved beyond any load a measurement
+        survives)."""
         self.proc.stdin.write(request + "\n")
         self.proc.stdin.flush()
+        if not select.select([self.proc.stdout], [], [], ASK_TIMEOUT_S)[0]:
+            raise TransportError(
+                f"the emulator process did not answer {request!r} within {ASK_TIMEOUT_S:g} s"
+            )
         return json.loads(self.proc.stdout.readline())
 
     def pin(self, pinned: bool, swapped: bool = False) -> None:
@@ -263,8 +283,23 @@ class Emulators:
         pin_process((EMULATOR_CPUS if swapped else HOST_CPUS) if pinned else None)
 
     def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=10)
+        """Stop the process: its stdin closed (it exits when it reads the end), else SIGTERM,
+        else SIGKILL (a process stopped or starved by the machine's load), each given
+        ``EXIT_WAIT_S``; never raises. Safe to call twice."""
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.close()
+        for stop in (None, self.proc.terminate, self.proc.kill):
+            if stop is not None:
+                with contextlib.suppress(OSError):
+                    stop()
+                    os.kill(self.proc.pid, signal.SIGCONT)  # a stopped process gets it too
+            try:
+                self.proc.wait(timeout=EXIT_WAIT_S)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdout.close()
 
 
 @contextlib.contextmanager
@@ -661,6 +696,52 @@ def emulator_threads(link_dir: str, emu: Emulators, seconds: float) -> dict[str,
     return {k: (v / r["cycles"] * 1e3, v / wall) for k, v in used.items() if v > 0}
 
 
+class MissedRate(Exception):
+    """A section whose loop could not keep up on this machine: ``section`` names it, ``cause``
+    its first error and what followed (``first_error``)."""
+
+    def __init__(self, section: str, cause: str) -> None:
+        super().__init__(f"{section}: {cause}")
+        self.section, self.cause = section, cause
+
+
+class Section:
+    """``with section(name):`` turns a robot's fault inside (``HardwareError``: the stale-joints
+    fault, a park that then fails, a port lost) into ``MissedRate`` naming ``name``."""
+
+    def __init__(self) -> None:
+        self.name = ""
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        self.name = name
+        try:
+            yield
+        except HardwareError as e:
+            raise MissedRate(name, first_error(e)) from e
+
+
+def report_missed(missed: MissedRate, load0: float) -> None:
+    """The table and JSON line of a run that missed its rate."""
+    load = os.getloadavg()[0]
+    print_table(
+        f"SerialRobot missed its rate on this machine (load average {load0:.1f} at the start, "
+        f"{load:.1f} now): the loop's figures are not measured",
+        ["section", "first error; then: what followed"],
+        [[missed.section, missed.cause]],
+    )
+    emit_json(
+        "bench_serial",
+        {
+            "missed_rate": True,
+            "section": missed.section,
+            "cause": missed.cause,
+            "load_average_1min": [load0, load],
+            "targets_met": False,
+        },
+    )
+
+
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a run of a few seconds")
@@ -673,7 +754,9 @@ def _args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def main() -> None:
+def main() -> int:
+    """Run the benchmark; 0 when it measured (its JSON says whether the targets were met), 1
+    when the loop missed its rate on this machine (``MissedRate``)."""
     args = _args()
     warnings.simplefilter("ignore")  # rate warnings are expected here: the tables report rates
     rng = np.random.default_rng(args.seed)
@@ -705,27 +788,41 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="twin-bench-") as d:
         emu = Emulators(d, pinned)
         pin_process(HOST_CPUS if pinned else None)
+        section = Section()
+        load0 = os.getloadavg()[0]
         try:
-            load0 = os.getloadavg()[0]
-            main_row = at_period(d, emu, 3.0 if args.quick else 10.0, pinned)
-            floor = system_call_floor(d, emu, 1.5 if args.quick else 5.0)
-            modes, read_ms = fast_against_sync(
-                d, emu, 1.0 if args.quick else 3.0, 200 if args.quick else 1000
-            )
+            with section("the loop at its period"):
+                main_row = at_period(d, emu, 3.0 if args.quick else 10.0, pinned)
+            with section("the system-call floor"):
+                floor = system_call_floor(d, emu, 1.5 if args.quick else 5.0)
+            with section("FAST_SYNC_READ against SYNC_READ"):
+                modes, read_ms = fast_against_sync(
+                    d, emu, 1.0 if args.quick else 3.0, 200 if args.quick else 1000
+                )
             bare_s = 0.5 if args.quick else 2.0
-            bare = [{b: bare_io_free_running(d, emu, b, bare_s) for b in TIMELINE_BAUDS}]
-            sweep = baud_sweep(d, emu, 0.6 if args.quick else 2.0)
-            bare.append({b: bare_io_free_running(d, emu, b, bare_s) for b in TIMELINE_BAUDS})
-            lines = {
-                baud: timeline(d, emu, baud, 300 if args.quick else 1500) for baud in TIMELINE_BAUDS
-            }
-            threads = emulator_threads(d, emu, 1.0 if args.quick else 3.0)
-            pin_ab = (
-                pinned_against_unpinned(d, emu, 1.0 if args.quick else 3.0)
-                if _pinning_possible()
-                else {}
-            )
+            with section("the bare I/O"):
+                bare = [{b: bare_io_free_running(d, emu, b, bare_s) for b in TIMELINE_BAUDS}]
+            with section("the baud sweep"):
+                sweep = baud_sweep(d, emu, 0.6 if args.quick else 2.0)
+            with section("the bare I/O"):
+                bare.append({b: bare_io_free_running(d, emu, b, bare_s) for b in TIMELINE_BAUDS})
+            with section("the timeline"):
+                lines = {
+                    baud: timeline(d, emu, baud, 300 if args.quick else 1500)
+                    for baud in TIMELINE_BAUDS
+                }
+            with section("the emulator's threads"):
+                threads = emulator_threads(d, emu, 1.0 if args.quick else 3.0)
+            with section("pinned against unpinned"):
+                pin_ab = (
+                    pinned_against_unpinned(d, emu, 1.0 if args.quick else 3.0)
+                    if _pinning_possible()
+                    else {}
+                )
             load1 = os.getloadavg()[0]
+        except MissedRate as missed:
+            report_missed(missed, load0)
+            return 1
         finally:
             emu.close()
             pin_process(None)
@@ -969,7 +1066,8 @@ def main() -> None:
             "targets_met": all(targets.values()),
         },
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -8,8 +8,13 @@ Connection-time set-up (``initialise``), one sync read of present values per cyc
   folded into the goal position: ``q_goal = q_des + (tau_ff + kd qd_des) / kp_servo``, so the servo
   applies ``kp (q_des - q) + tau_ff + kd qd_des - kd qd``, the robot law. Goal Current (the mode's
   current limit) is the joint's effort limit.
-- host-side (``current``, Operating Mode 0): the law is computed by the caller and sent as Goal
-  Current.
+- host-side (``current``): the law is computed by the caller each cycle and sent through the same
+  Operating Mode 5 against fixed servo gains (the hold gains): ``q_goal = q + (u + kd_h qd) /
+  kp_h`` at the cycle's reading ``q``, ``qd``, so the servo applies ``u`` there and
+  ``u - kp_h (q(t) - q) - kd_h (qd(t) - qd)`` until the next goal (``torque_targets``). Not
+  Operating Mode 0: a host that stops sending leaves a mode-0 servo on its last Goal Current, and
+  its Bus Watchdog's stop there is a free-running joint; in mode 5 the stop holds the position
+  (``twin.hardware.bus_watchdog``; ``docs/protocols/dynamixel.md``, "Bus Watchdog").
 
 Line noise: every set-up transaction is tried ``bus.attempts`` times (a lost reply is retried); a
 cycle's read that loses a reply (known at once: ``ReplyLostError``) falls back to one SYNC_READ
@@ -30,11 +35,13 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
+from twin.hardware.bus_watchdog import BusWatchdog, watchdog_units
 from twin.hardware.clock import MonotonicClock
 from twin.hardware.config import HardwareConfig
 from twin.hardware.drivers.dynamixel_bus import DynamixelBus
 from twin.hardware.drivers.servo_checks import ServoChecks
 from twin.hardware.errors import (
+    ConfigError,
     DeviceStatusError,
     DisconnectedError,
     InvalidArgumentError,
@@ -58,7 +65,10 @@ from twin.hardware.protocols.dynamixel_table import (
 
 from twin.robot import JointCommand, joint_torque
 
-MODE_REGISTER = {"servo": OperatingMode.CURRENT_BASED_POSITION, "current": OperatingMode.CURRENT}
+MODE_REGISTER = {
+    "servo": OperatingMode.CURRENT_BASED_POSITION,
+    "current": OperatingMode.CURRENT_BASED_POSITION,  # the law's torque as a goal (module doc)
+}
 _SETUP_BLOCK = (
     XTable.RETURN_DELAY_TIME.address,
     XTable.OPERATING_MODE.end - XTable.RETURN_DELAY_TIME.address,
@@ -251,7 +261,7 @@ class ArmBus:
             self.current_limit,
             tuple(j.name for j in config.joints),
         )
-        # Goal Current in servo mode: the torque limit, the effort limit where the servo allows it.
+        # Goal Current (Operating Mode 5): the torque limit, the effort limit where the servo allows.
         self.goal_current = np.minimum(
             np.rint(self.effort / self.map.torque_unit), self.current_limit
         ).astype(int)
@@ -261,7 +271,14 @@ class ArmBus:
         kernels = _compiled.kernels()
         self._ticks_kernel = None if kernels is None else kernels.command_ticks
         self._goal_writer = GoalWriter(XTable.GOAL_POSITION, self.ids)
-        self._current_writer = GoalWriter(XTable.GOAL_CURRENT, self.ids)
+        period = config.control_period_s  # armed where the host closes the loop
+        units = watchdog_units(period) if self.mode == "current" else 0
+        self.watchdog = BusWatchdog(bus, self.ids, units, period, config.bus.attempts)
+        #: (5, n) staging rows of ``torque_targets`` (q, qd, u, hold kp, hold kd)
+        self._torque_rows = np.zeros((5, len(self.ids)))
+        self._torque_rows[3:] = config.hold_kp, config.hold_kd
+        if self.mode == "current":
+            self._check_torque_gains()
 
     # ------------------------------------------------------------------ set-up
     def initialise(
@@ -280,6 +297,7 @@ class ArmBus:
         for j, pid in enumerate(ids):
             self._identify(j, pid)
         bus.sync_write_register(XTable.STATUS_RETURN_LEVEL, dict.fromkeys(ids, 2))
+        self.watchdog.clear()  # a trip left by an earlier run would refuse the goals below
         errors = retried(lambda: bus.hardware_errors(ids), tries)
         setup = retried(lambda: bus.sync_read(*_SETUP_BLOCK, ids), tries)
         limit_block = retried(lambda: bus.sync_read(*_LIMIT_BLOCK, ids), tries)
@@ -318,15 +336,16 @@ class ArmBus:
         self._gains = self._sent_gains = None
         command = hold(reading)
         if self.mode == "servo":
-            self.send_servo(self.servo_targets(command, hold=True))
-            bus.sync_write_register(XTable.GOAL_CURRENT, dict(zip(ids, self.goal_current.tolist())))
+            targets = self.servo_targets(command, hold=True)
         else:
-            self.send_current(
-                self.current_for(joint_torque(command, reading.q, reading.qd, self.effort))
-            )
+            u = joint_torque(command, reading.q, reading.qd, self.effort)
+            targets = self.torque_targets(u, reading.q, reading.qd, hold=True)
+        self.send_servo(targets)
+        bus.sync_write_register(XTable.GOAL_CURRENT, dict(zip(ids, self.goal_current.tolist())))
         healthy = [pid for pid in ids if pid not in errors]
         if healthy:
             bus.set_torque(healthy, True)
+        self.watchdog.start()  # armed at the first cycle
         return reading, errors
 
     def _identify(self, j: int, pid: int) -> None:
@@ -394,10 +413,10 @@ class ArmBus:
         ``DynamixelBus.read_joints``: decoded, checked and converted in one compiled call where
         numba is). A lost or garbled reply falls back to one SYNC_READ and one READ per servo
         still missing, ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the
-        servo that still did not answer. ``goal``: a goal SYNC_WRITE's bytes (``servo_goal``,
-        ``current_goal``) that go out in the same write as the read's instruction, just ahead
-        of it (a free-running or late cycle). ``ImplausibleReadingError`` (a ``ProtocolError``)
-        for a reading with an impossible value (``checks``: ``servo_checks``)."""
+        servo that still did not answer. ``goal``: a goal SYNC_WRITE's bytes (``servo_goal``)
+        that go out in the same write as the read's instruction, just ahead of it (a
+        free-running or late cycle). ``ImplausibleReadingError`` (a ``ProtocolError``) for a
+        reading with an impossible value (``checks``: ``servo_checks``)."""
         t0 = self._now_us()
         try:
             rows, alert = self.bus.read_joints(self._ids_t, self.map, goal)
@@ -523,17 +542,33 @@ class ArmBus:
             self._sent_gains = (targets.p_gain, targets.d_gain)
         return self._goal_writer.encode(targets.goal_ticks, checked=True)
 
-    def current_for(self, u: np.ndarray) -> np.ndarray:
-        """(n,) Goal Current units for joint torques ``u`` (n,) N m, within the current limits."""
-        return np.clip(self.map.current_from_tau(u), -self.current_limit, self.current_limit)
+    def _check_torque_gains(self) -> None:
+        """``current`` mode needs a Position P gain on every servo to send a torque through:
+        ``ConfigError`` naming the joints whose ``robot.hold_kp`` rounds to P = 0."""
+        p, _ = self.map.gains_from_kp_kd(*self._torque_rows[3:])
+        zero = [self.config.joints[j].name for j in np.flatnonzero(p == 0)]
+        if zero:
+            raise ConfigError(
+                f"{self.config.source}: control_mode = 'current' sends each joint's torque as a "
+                "goal position against the servo's Position P gain, robot.hold_kp; it rounds to "
+                f"P = 0 on {', '.join(zero)} (expected at least "
+                f"{', '.join(f'{u / 2:.3g}' for u in self.map.kp_unit[p == 0])} N m/rad)"
+            )
 
-    def send_current(self, units) -> None:
-        """One SYNC_WRITE of Goal Current ``units`` (n,) (laid out once)."""
-        self.bus.exchange_raw(self.current_goal(units))
-
-    def current_goal(self, units) -> bytes:
-        """The wire bytes of the Goal Current SYNC_WRITE of ``units`` (n,), to send."""
-        return self._current_writer.encode(units)
+    def torque_targets(
+        self, u: np.ndarray, q: np.ndarray, qd: np.ndarray, *, hold: bool = False
+    ) -> ServoTargets:
+        """Register values with which the servos apply the joint torques ``u`` (n,) N m at the
+        reading ``q`` (n,) rad, ``qd`` (n,) rad/s (``current`` mode, module doc): the hold gains
+        as Position P/D, ``u + kd_h qd`` folded into the goal (``servo_targets``; a ``hold``
+        goal beyond the servo range is clamped, not refused)."""
+        rows = self._torque_rows
+        rows[0], rows[1], rows[2] = q, qd, u
+        command = JointCommand.from_rows(rows)
+        try:
+            return self.servo_targets(command, hold=hold)
+        except InvalidArgumentError:  # a goal beyond the servo range: towards its edge
+            return self.servo_targets(command, hold=True)
 
     # ------------------------------------------------------------------ faults
     def hardware_errors(self) -> dict[int, HardwareError]:
@@ -608,6 +643,7 @@ class ArmBus:
         unsafe.
         """
         bus, ids = self.bus, self.ids
+        self.watchdog.disarm()  # this hold is to last without the host
         goal_current = dict(zip(ids, self.goal_current.tolist()))
         if self.mode != "servo":
             bus.set_torque(ids, False)

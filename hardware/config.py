@@ -308,7 +308,7 @@ def wire_bound(config: HardwareConfig) -> WireBound:
     change, so they are not counted."""
     n, bus = len(config.joints), config.bus
     table = dxl_table.XTable
-    size = (table.GOAL_POSITION if config.control_mode == "servo" else table.GOAL_CURRENT).size
+    size = table.GOAL_POSITION.size  # both modes write Goal Position (``arm_bus``)
     write, read = cycle.sync_write_length(n, size), cycle.read_request_length(n)
     fast, sync = cycle.present_reply_length(n, True), cycle.present_reply_length(n, False)
     byte_s, delay_s = 10.0 / bus.baudrate, bus.return_delay_time_us * 1e-6

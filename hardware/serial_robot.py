@@ -2,10 +2,11 @@
 
 Devices: the servo bus (``DynamixelBus`` + ``ArmBus``), the Bota F/T sensor (``BotaSensor``, also
 the ``ft_device``) and the WitMotion IMU, each with its reader thread and reconnection. One
-``step()`` is one bus cycle: goals out (servo-side gains and goal positions, or host-side goal
-currents from the robot law and the last reading), a real-time wait to the next period, then one
-sync read of present current, velocity and position. A cycle with no time left to wait (late, or
-free-running) writes its goals in the same write as the read's instruction, just ahead of it.
+``step()`` is one bus cycle: goals out (servo-side gains and goal positions, or the torques of
+the robot law on the last reading folded into goal positions: ``ArmBus.torque_targets``), a
+real-time wait to the next period, then one sync read of present current, velocity and position.
+A cycle with no time left to wait (late, or free-running) writes its goals in the same write as
+the read's instruction, just ahead of it.
 
 Safety (``docs/faults/serial.md`` has the table): the same ``CommandWatchdog`` as the sim (no
 command for ``watchdog_s``: hold the measured position, ``Health.WATCHDOG``); a port that
@@ -47,6 +48,7 @@ from twin.hardware.arm_bus import (
     ServoTargets,
     retried,
 )
+from twin.hardware.bus_watchdog import SerialDiagnostics
 from twin.hardware.clock import MonotonicClock, RateMonitor
 from twin.hardware.config import HardwareConfig, load_config
 from twin.hardware.drivers.bota_sensor import BotaSensor
@@ -67,7 +69,6 @@ from twin.hardware.transport import LinkEvent
 from twin.kinematics.gravity import gravity_torques
 from twin.robot import (
     CommandWatchdog,
-    ControlDiagnostics,
     FtSensorDevice,
     FtStatus,
     Health,
@@ -217,6 +218,7 @@ class SerialRobot(Robot):
                 clock=self._clock,
             )
         self._deadline_us: int | None = None  # the schedule starts at the first step
+        self._no_velocity = np.zeros(n)  # a stale cycle's torque is folded in at rest
         try:
             for dev in self._devices():
                 dev.link.listeners.append(self._on_link_event)
@@ -415,6 +417,8 @@ class SerialRobot(Robot):
             mark(False)
 
     def _step(self) -> None:
+        if self.arm.watchdog.due(self._clock.now_us()):
+            self._recover_bus_watchdog()
         with self._lock:
             if self._closed:
                 raise DisconnectedError("this SerialRobot is closed; create a new one")
@@ -449,9 +453,9 @@ class SerialRobot(Robot):
                 if targets is not None:
                     goal = self.arm.servo_goal(targets)
                 else:
-                    goal = self.arm.current_goal(
-                        self.arm.current_for(self._torque(cmd, reading, fresh))
-                    )
+                    qd = reading.qd if fresh else self._no_velocity
+                    u = self._torque(cmd, reading, fresh)
+                    goal = self.arm.servo_goal(self.arm.torque_targets(u, reading.q, qd))
             except BUS_FAILURES as e:
                 self._bus_error(e)
         deadline, now = self._next_deadline()
@@ -470,7 +474,32 @@ class SerialRobot(Robot):
         elif goal:
             self._send_goal(goal)
         self.stats.cycles += 1
+        self.arm.watchdog.sent(self._clock.now_us())
         self._account_cycle()
+
+    def _recover_bus_watchdog(self) -> None:
+        """Look for a Bus Watchdog trip (``bus_watchdog``); after one, hold at the measured
+        position until the next ``write()`` (``Health.WATCHDOG``, a ``health_events`` entry)."""
+        if self._closed or self._stale is not None or not self.bus.ready:
+            return
+        try:
+            tripped = self.arm.watchdog.recover(self._clock.now_us())
+            if tripped:
+                reading = retried(self.arm.read_state, self.config.bus.attempts)
+        except BUS_FAILURES as e:
+            self._bus_error(e)  # looked for again at the next cycle
+            return
+        if not tripped:
+            return
+        self._read_ok(reading)
+        with self._lock:
+            self._hold_pending = self._watchdog_hold = True
+            text = self.arm.watchdog.stats.last
+            self._event(
+                Health.WATCHDOG,
+                True,
+                f"{text}; holding the measured position until the next write()",
+            )
 
     def _send_goal(self, goal: bytes) -> bytes:
         """Write the cycle's goal SYNC_WRITE now; returns ``b""`` (nothing left to send)."""
@@ -555,10 +584,11 @@ class SerialRobot(Robot):
             stacklevel=4,
         )
 
-    def diagnostics(self) -> ControlDiagnostics:
-        """The achieved rate over the robot's clock (wall time, or a shared ``ManualClock``)."""
+    def diagnostics(self) -> SerialDiagnostics:
+        """The achieved rate over the robot's clock (wall time, or a shared ``ManualClock``),
+        and the servos' Bus Watchdog (``bus_watchdog``: trips seen and recovered from)."""
         r = self._rate
-        return ControlDiagnostics(
+        return SerialDiagnostics(
             self.control_period_s,
             self.stats.cycles,
             self.stats.overruns,
@@ -566,6 +596,7 @@ class SerialRobot(Robot):
             self.stats.failed_reads,
             r.worst_cycle_s,
             self.arm.checks.counts.report().rejected,
+            bus_watchdog=self.arm.watchdog.stats,
         )
 
     def _next_deadline(self) -> tuple[int, int]:

@@ -147,7 +147,7 @@ def test_the_wire_bound_of_the_shipped_bus():
     assert b.fast_hz == pytest.approx(1e6 / 10 / 156)
     assert b.sync_hz == pytest.approx(1e6 / 10 / 190)
     current = wire_bound(replace(CONFIG, control_mode="current"))
-    assert current.write_bytes == 32  # Goal Current is 2 bytes
+    assert current.write_bytes == 44  # Goal Position too: the torque as a goal (arm_bus)
     slow = wire_bound(replace(CONFIG, bus=replace(CONFIG.bus, return_delay_time_us=100)))
     assert 1 / slow.fast_hz == pytest.approx(1 / b.fast_hz + 100e-6)
     assert 1 / slow.sync_hz == pytest.approx(1 / b.sync_hz + 6 * 100e-6)

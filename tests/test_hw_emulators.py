@@ -12,6 +12,7 @@ from twin.hardware.config import load_config
 from twin.hardware.emulator import BotaEmulator, IdealSource, ServoChainEmulator, WitmotionEmulator
 from twin.hardware.emulator.sources import DriveArrays
 from twin.hardware.emulator.testing import random_drive, wait_until
+from twin.hardware.emulator.testing import status_replies as _replies
 from twin.hardware.protocols import bota, witmotion
 from twin.hardware.protocols import dynamixel as dxl
 from twin.hardware.protocols.dynamixel_table import (
@@ -36,16 +37,6 @@ def chain(tmp_path):
     yield emu, port, clock, source
     port.close()
     emu.close()
-
-
-def _replies(port, n: int) -> list[dxl.StatusPacket]:
-    parser, out = dxl.DynamixelStreamParser(), []
-    while len(out) < n:
-        chunk = port.read(max(1, port.in_waiting))
-        if not chunk:
-            raise TimeoutError(f"got {len(out)} of {n} status packets")
-        out += parser.feed(chunk)
-    return out
 
 
 def test_ping_answer_is_the_reference_status_packet(chain):

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hw_rig import MODEL, TARGET, settled_rig
+from hw_rig import TARGET, settled_rig
 from twin.hardware import ManualClock, ParkError
 from twin.hardware.emulator import BUS
 from twin.hardware.protocols.dynamixel_table import HardwareError, OperatingMode, Units, XTable
 from twin.hardware.transport import LinkState
 
-from twin.robot import Health, JointCommand
+from twin.robot import Health
 
 SAFE = (1, int(OperatingMode.CURRENT_BASED_POSITION))
 
@@ -106,18 +106,22 @@ def test_close_without_the_bus_says_the_arm_was_not_parked(rig):
 
 @pytest.mark.parametrize("rig", ["current"], indirect=True)
 def test_close_of_an_arm_read_beyond_the_servo_range_parks_at_the_last_plausible_reading(rig):
-    """A current-mode arm whose joint reads past the servos' multi-turn range of +-256
-    revolutions (a plant driven there; on an arm a reading no servo can give, issue 31): the
-    park's reading is refused as implausible, counted by reason, and never becomes the hold
-    target; the park holds the last plausible reading, every servo torque on in current-based
-    position mode, read back."""
+    """A joint spun past the servos' multi-turn range of +-256 revolutions (a servo left on a
+    Goal Current in Operating Mode 0, e.g. by another program: this backend's ``current`` mode
+    sends its torque as a goal within the range, and its servos' Bus Watchdog stops them when
+    nobody is on the bus). Its reading is one no servo can give (issue 31): the park's reading
+    is refused as implausible, counted by reason, and never becomes the hold target; the park
+    holds the last plausible reading, every servo torque on in current-based position mode,
+    read back, and never fails with an argument error."""
     robot, stack, clock = rig
     lim = Units.EXTENDED_POSITION_LIMIT
-    tau = np.zeros(6)
-    tau[0] = MODEL.effort_limits[0]
-    robot.write(JointCommand(q_des=TARGET, tau_ff=tau, kp=np.zeros(6), kd=np.zeros(6)))
-    robot.step()  # the goal current is on the servo; nobody on the bus from here
     q_good = robot.read().q.copy()
+    bus = robot.bus
+    bus.write(1, XTable.BUS_WATCHDOG, 0)
+    bus.write(1, XTable.TORQUE_ENABLE, 0)
+    bus.write(1, XTable.OPERATING_MODE, int(OperatingMode.CURRENT))
+    bus.write(1, XTable.TORQUE_ENABLE, 1)
+    bus.write(1, XTable.GOAL_CURRENT, int(robot.arm.goal_current[0]))  # the effort limit
     beyond = 1.05 * lim / robot.arm.map.ticks_per_rad[0]  # rad
     for _ in range(100):
         if stack.source.joint_state()[0][0] > beyond:

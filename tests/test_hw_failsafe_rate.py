@@ -17,6 +17,7 @@ from twin.hardware.emulator.testing import emulator_config
 
 from twin.kinematics import ArmModel
 from twin.robot import ControlDiagnostics, JointCommand
+from twin.scenario.runner import lock_step_config  # waits no load ends (issue 31, item 12)
 
 MODEL = ArmModel.default()
 
@@ -31,7 +32,7 @@ def _config(**overrides):
 def test_lock_step_diagnostics_are_exact_and_do_not_warn():
     clock = ManualClock()
     with (
-        EmulatorStack(_config(), IdealSource(), clock=clock) as stack,
+        EmulatorStack(lock_step_config(_config()), IdealSource(), clock=clock) as stack,
         SerialRobot(stack.robot_config(), model=MODEL, clock=clock) as robot,
     ):
         d0 = robot.diagnostics()
@@ -126,7 +127,10 @@ def test_lock_step_with_the_idle_pump_moves_one_period_a_cycle_and_does_not_warn
                             robot.write(robot.command_in_force)
                             robot.step()
                         assert clock.now_us() - t0 == 130 * period_us  # one period a cycle
-                        assert stack.servos.instructions - n0 == 2 * 130  # one write, one read
+                        # one write, one read; after the pause (phase 1) the first cycle also
+                        # finds the servos' Bus Watchdog tripped (the pause is longer than it is
+                        # armed for) and clears it: read, clear, arm, read back, read the joints
+                        assert stack.servos.instructions - n0 == 2 * 130 + 5 * phase
                         assert pump.advances == a0  # the pump stood aside
                         if phase == 0:  # the caller pauses: time moves on without cycles
                             wait_until(lambda a0=a0: pump.advances >= a0 + 15, timeout_s=10.0)
@@ -135,6 +139,7 @@ def test_lock_step_with_the_idle_pump_moves_one_period_a_cycle_and_does_not_warn
         finally:
             pump.close()
     assert (d.cycles, d.overruns, d.failed_reads) == (261, 0, 0)
+    assert (d.bus_watchdog.trips, d.bus_watchdog.recoveries) == (1, 1)  # the pause's
     assert d.achieved_rate_hz == pytest.approx(250.0, rel=1e-9)  # the pause is not the loop's
     assert d.worst_cycle_s == pytest.approx(0.004)
 

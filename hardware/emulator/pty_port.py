@@ -83,6 +83,19 @@ class PtyPort:
     def client_connected(self) -> bool:
         return self._client
 
+    def input_waiting(self) -> bool:
+        """Whether bytes from the client are waiting in the pty, not read yet (a device that
+        keeps time of what it hears asks: they reached it, its reader thread has not run)."""
+        fd = self._fd
+        if fd is None:
+            return False
+        poller = select.poll()
+        try:
+            poller.register(fd, select.POLLIN)
+            return any(mask & select.POLLIN for _, mask in poller.poll(0))
+        except (OSError, ValueError):  # unplugged meanwhile
+            return False
+
     # ----------------------------------------------------------------- plug / unplug
     def _plug(self) -> None:
         master, slave = os.openpty()

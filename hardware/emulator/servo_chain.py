@@ -10,6 +10,8 @@ reply). With ``fast_read=False`` the servos are of a firmware without the fast r
 0x8A and 0x9A, as any broadcast instruction they do not know. Writes are checked: undefined or read-only addresses and EEPROM writes while torque is
 on answer ACCESS, out-of-range values DATA_RANGE / DATA_LIMIT, partial registers DATA_LENGTH. A
 latched hardware error sets the alert bit of every status packet and turns the torque off.
+Each servo's Bus Watchdog (98) trips as the control table defines it (``WatchdogTimer``, the
+deadlines; ``_trip``, the stop; ``docs/protocols/dynamixel.md``, "Bus Watchdog (98)").
 ``wire_baud`` models the wire at that baud rate (10 bits a byte, half duplex): every instruction
 holds it for its bytes, and each reply arrives when its last byte would, so a configuration that
 cannot reach its rate on a real bus misses it here too, and six status packets cost what they
@@ -40,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 from twin.hardware.emulator import _compiled
+from twin.hardware.emulator.bus_watchdog import WatchdogTimer
 from twin.hardware.emulator.faults import FaultInjector
 from twin.hardware.emulator.pty_port import PtyPort
 from twin.hardware.emulator.quiet import QuietWindow
@@ -57,7 +60,10 @@ from twin.hardware.protocols.dynamixel_cycle import CycleRequests, FastStatusWri
 from twin.hardware.protocols.dynamixel_table import (
     ALERT_BIT,
     BROADCAST_ID,
+    BUS_WATCHDOG_MAX,
+    BUS_WATCHDOG_TRIPPED,
     EEPROM_END,
+    GOAL_REGISTERS,
     MAX_GAIN,
     PRESENT_BLOCK_ADDRESS,
     HardwareError,
@@ -71,6 +77,7 @@ from twin.hardware.protocols.dynamixel_table import (
 
 _REGISTERS = XTable.registers()
 _RETURN_DELAY = XTable.RETURN_DELAY_TIME.address  # a one-byte register
+_BUS_WATCHDOG = XTable.BUS_WATCHDOG.address  # a one-byte register; 0xFF: tripped (-1)
 _PRESENT_BLOCK = struct.Struct("<hii")  # Present Current, Velocity, Position (126..135)
 _CURRENT_RANGE = (-(2**15), 2**15 - 1)  # Present Current (int16), Velocity, Position (int32)
 _INT32_RANGE = (-(2**31), 2**31 - 1)
@@ -221,6 +228,13 @@ class EmulatedServo:
         return StatusError.NONE
 
     def _check_value(self, reg: Register, value: int, regs) -> StatusError:
+        tripped = self.get(XTable.BUS_WATCHDOG) == BUS_WATCHDOG_TRIPPED
+        if reg in GOAL_REGISTERS and tripped:
+            return StatusError.DATA_RANGE  # read-only until the host writes 0 to Bus Watchdog
+        if reg is XTable.BUS_WATCHDOG and not (
+            value == 0 or (0 < value <= BUS_WATCHDOG_MAX and not tripped)
+        ):
+            return StatusError.DATA_RANGE  # 0..127; a trip is cleared with 0 before re-arming
         new = {r.name: v for r, v in regs}
         mode = new.get("operating_mode", self.get(XTable.OPERATING_MODE))
         if reg is XTable.OPERATING_MODE and value not in OperatingMode._value2member_map_:
@@ -326,6 +340,10 @@ class ServoChainEmulator:
         self.timeline: collections.deque | None = None
         self._cpu_mark = 0.0
         self.instructions = 0
+        #: The servos' Bus Watchdog deadlines (``watchdog.trips``: each trip, ``(id, t_us)``).
+        self.watchdog = WatchdogTimer(
+            source, self.servos, lambda: self.port.input_waiting(), self._trip
+        )
         self._lock = threading.Lock()
         self._refresh()
         for s in self.servos.values():
@@ -345,6 +363,33 @@ class ServoChainEmulator:
             s.set(XTable.HARDWARE_ERROR_STATUS, s.hw_error | int(error))
             s.set(XTable.TORQUE_ENABLE, 0)
             self._update_drive(pid)
+
+    # ----------------------------------------------------------------- bus watchdog
+    def _trip(self, s: EmulatedServo, t_us: int) -> None:
+        """Servo ``s``'s Bus Watchdog trips: it stops (position modes: Goal Position becomes
+        Present Position, held with its gains; current, velocity and PWM modes: the mode's goal
+        becomes 0), Bus Watchdog reads -1 and the goals are read-only."""
+        mode = s.get(XTable.OPERATING_MODE)
+        if mode in _POSITION_MODES:
+            j = self.joint_of[s.id]
+            direction, zero, tpr = self._joint_units[j][:3]
+            q = float(self.source.joint_state()[0][j])
+            lo, hi = (
+                (s.get(XTable.MIN_POSITION_LIMIT), s.get(XTable.MAX_POSITION_LIMIT))
+                if mode == OperatingMode.POSITION
+                else (-Units.EXTENDED_POSITION_LIMIT, Units.EXTENDED_POSITION_LIMIT)
+            )
+            s.set(XTable.GOAL_POSITION, min(max(round(zero + direction * q * tpr), lo), hi))
+        else:
+            goal = {
+                OperatingMode.CURRENT: XTable.GOAL_CURRENT,
+                OperatingMode.VELOCITY: XTable.GOAL_VELOCITY,
+                OperatingMode.PWM: XTable.GOAL_PWM,
+            }.get(mode)
+            if goal is not None:
+                s.set(goal, 0)
+        s.set(XTable.BUS_WATCHDOG, BUS_WATCHDOG_TRIPPED)
+        self._update_drive(s.id)
 
     # ----------------------------------------------------------------- physics link
     def _refresh(self) -> None:
@@ -379,6 +424,8 @@ class ServoChainEmulator:
         s, j = self.servos[pid], self.joint_of[pid]
         direction, zero, tpr, unit, kp_unit, kd_unit, vel_unit = self._joint_units[j]
         get = s.get
+        tripped = s.table[_BUS_WATCHDOG] == 0xFF  # Bus Watchdog -1: the goals are read-only
+        self.watchdog.update(s)
         s.goal_drive = None
         self._goal_consts[0, j] = 0.0  # not holding (set again below where it does)
         mode = get(XTable.OPERATING_MODE)
@@ -398,9 +445,10 @@ class ServoChainEmulator:
                 lo, hi = get(XTable.MIN_POSITION_LIMIT), get(XTable.MAX_POSITION_LIMIT)
             else:
                 lo, hi = -Units.EXTENDED_POSITION_LIMIT, Units.EXTENDED_POSITION_LIMIT
-            s.goal_drive = (j, direction, zero, tpr, lo, hi)
-            if s.id == self.map.ids[j]:
-                self._goal_consts[:, j] = (1.0, lo, hi, direction, zero, tpr)
+            if not tripped:  # the cycle's fast paths only for a servo whose goals are writable
+                s.goal_drive = (j, direction, zero, tpr, lo, hi)
+                if s.id == self.map.ids[j]:
+                    self._goal_consts[:, j] = (1.0, lo, hi, direction, zero, tpr)
             drive = Drive(
                 DriveKind.PD,
                 q_goal=direction * (float(get(XTable.GOAL_POSITION)) - zero) / tpr,
@@ -419,6 +467,14 @@ class ServoChainEmulator:
 
     # ----------------------------------------------------------------- protocol
     def _on_data(self, data: bytes) -> None:
+        watchdog = self.watchdog
+        watchdog.received(self.clock.now_us())  # when the servos heard it
+        try:
+            self._on_bytes(data)
+        finally:
+            watchdog.done()
+
+    def _on_bytes(self, data: bytes) -> None:
         now = time.perf_counter()
         if self.timeline is not None:
             self._cpu_mark = time.thread_time()
@@ -435,6 +491,7 @@ class ServoChainEmulator:
                 with self._lock:
                     self.instructions += 1
                     replies = self._handle(packet)
+                    self.watchdog.heard(packet.id)
                 self._reply(now, dxl.MIN_PACKET_LENGTH + len(packet.params), replies)
 
     def _on_cycle(self, now: float, goals: tuple[int, ...] | None, read: bool) -> bool:
@@ -451,6 +508,7 @@ class ServoChainEmulator:
                 self.instructions += 1
                 self._refresh()
                 replies = self._present_reply()
+            self.watchdog.heard(BROADCAST_ID)
         if goals is not None:
             self._reply(now, self.cycle.goal_bytes, [])
         if read:
@@ -473,6 +531,7 @@ class ServoChainEmulator:
             if flags & 2:
                 self.instructions += 1
                 replies = self._present_reply_compiled()
+            self.watchdog.heard(BROADCAST_ID)
         if flags & 1:
             self._reply(now, self.cycle.goal_bytes, [])
         if flags & 2:

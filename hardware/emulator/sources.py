@@ -20,6 +20,7 @@ import enum
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -84,6 +85,9 @@ class PhysicsSource(abc.ABC):
         self._pending_q: np.ndarray | None = None
         self._ft: collections.deque[WrenchSample] = collections.deque(maxlen=_HISTORY)
         self._imu: collections.deque[ImuSample] = collections.deque(maxlen=_HISTORY)
+        #: ``(t_us, callback)``: an advance past ``t_us`` stops there and calls ``callback(t_us)``
+        #: first (``set_alarm``); None: none set.
+        self._alarm: tuple[int, Callable[[int], None]] | None = None
 
     @property
     @abc.abstractmethod
@@ -109,11 +113,18 @@ class PhysicsSource(abc.ABC):
 
     def advance_to(self, t_us: int) -> None:
         """Integrate to ``t_us``; the sensor emulators waiting are woken only when a new sample
-        of theirs arrived (``ft_changed``, ``imu_changed``; ``changed`` for either)."""
+        of theirs arrived (``ft_changed``, ``imu_changed``; ``changed`` for either). An alarm
+        due on the way (``set_alarm``) integrates to its time first and runs there."""
         with self.changed:
             if t_us > self.t_us:
                 n_ft, n_imu = self._ft_count, self._imu_count
-                self._advance(int(t_us))
+                while (alarm := self._alarm) is not None and alarm[0] <= t_us:
+                    self._alarm = None
+                    if alarm[0] > self.t_us:
+                        self._advance(int(alarm[0]))
+                    alarm[1](max(alarm[0], self.t_us))  # may set drives, and a later alarm
+                if t_us > self.t_us:
+                    self._advance(int(t_us))
                 ft, imu = n_ft != self._ft_count, n_imu != self._imu_count
                 if ft:
                     self.ft_changed.notify_all()
@@ -142,6 +153,15 @@ class PhysicsSource(abc.ABC):
                 for d, g in zip(self._drive_list, q.tolist(), strict=True)
             ]
         return self._drive_list
+
+    def set_alarm(self, t_us: int, callback: Callable[[int], None]) -> None:
+        """Call ``callback(t)`` (lock held) when an advance reaches ``t_us``, with the physics
+        integrated to ``t_us`` (as near as the source's step allows; ``t`` is ``t_us``, or the
+        source's time if that is already later; an alarm it sets must be later than ``t``): a
+        servo-side event due at a time of its own (the servos' Bus Watchdog), exact in physics
+        time however late the thread that advances it runs. Replaces the alarm set before."""
+        with self.lock:
+            self._alarm = (int(t_us), callback)
 
     def set_drive(self, joint: int, drive: Drive) -> None:
         with self.lock:

@@ -25,6 +25,20 @@ def wait_until(predicate: Callable[[], T], timeout_s: float, interval_s: float =
         time.sleep(interval_s)
 
 
+def status_replies(port, n: int) -> list:
+    """The next ``n`` DYNAMIXEL status packets read from the pyserial ``port`` (its read
+    timeout bounds each wait: ``TimeoutError`` saying how many came)."""
+    from twin.hardware.protocols import dynamixel as dxl
+
+    parser, out = dxl.DynamixelStreamParser(), []
+    while len(out) < n:
+        chunk = port.read(max(1, port.in_waiting))
+        if not chunk:
+            raise TimeoutError(f"got {len(out)} of {n} status packets")
+        out += parser.feed(chunk)
+    return out
+
+
 def emulator_config(config=None, **robot_overrides):
     """``config`` (default: the shipped example) with timeouts suited to emulators on a busy
     machine: generous reply timeouts and staleness, a short boot wait, fast reconnection, and ten

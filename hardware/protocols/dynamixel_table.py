@@ -134,6 +134,9 @@ class XTable:
     POSITION_P_GAIN = Register("position_p_gain", 84, 2, True, default=800)
     FEEDFORWARD_2ND_GAIN = Register("feedforward_2nd_gain", 88, 2, True)
     FEEDFORWARD_1ST_GAIN = Register("feedforward_1st_gain", 90, 2, True)
+    #: Bus Watchdog: 0 off (and clears a trip), 1..127 armed (``Units.BUS_WATCHDOG_S`` each),
+    #: -1 tripped (``BUS_WATCHDOG_TRIPPED``); RAM, firmware v38 and later.
+    BUS_WATCHDOG = Register("bus_watchdog", 98, 1, True, signed=True)
     GOAL_PWM = Register("goal_pwm", 100, 2, True, signed=True, default=885)
     GOAL_CURRENT = Register("goal_current", 102, 2, True, signed=True, default=1193)
     GOAL_VELOCITY = Register("goal_velocity", 104, 4, True, signed=True)
@@ -159,6 +162,12 @@ class XTable:
 #: Present Current, Velocity and Position are contiguous: one 10-byte read gets all three.
 PRESENT_BLOCK_ADDRESS = XTable.PRESENT_CURRENT.address
 PRESENT_BLOCK_LENGTH = XTable.PRESENT_POSITION.end - PRESENT_BLOCK_ADDRESS
+#: Bus Watchdog (98) values: the largest interval it can be set to (in ``Units.BUS_WATCHDOG_S``),
+#: and what it reads after a trip (``docs/protocols/dynamixel.md``, "Bus Watchdog").
+BUS_WATCHDOG_MAX = 127
+BUS_WATCHDOG_TRIPPED = -1
+#: The Goal registers a tripped Bus Watchdog makes read-only (a write answers DATA_RANGE).
+GOAL_REGISTERS = (XTable.GOAL_PWM, XTable.GOAL_CURRENT, XTable.GOAL_VELOCITY, XTable.GOAL_POSITION)
 #: Position D, I and P gains are contiguous (80..85).
 GAIN_BLOCK_ADDRESS = XTable.POSITION_D_GAIN.address
 GAIN_BLOCK_LENGTH = XTable.POSITION_P_GAIN.end - GAIN_BLOCK_ADDRESS
@@ -178,5 +187,7 @@ class Units:
     CURRENT_A = 0.00269
     #: Return Delay Time: 2 us per unit.
     RETURN_DELAY_S = 2e-6
+    #: Bus Watchdog: 20 ms per unit.
+    BUS_WATCHDOG_S = 0.02
     #: Current-based position mode multi-turn range: +-256 revolutions.
     EXTENDED_POSITION_LIMIT = 256 * TICKS_PER_REV - 1

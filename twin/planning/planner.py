@@ -53,7 +53,8 @@ from twin.planning.requests import (
     PathType,
     Waypoint,
 )
-from twin.planning.search.goals import Deadline, SearchParameters, plan_to_goals
+from twin.planning.search.budget import Deadline
+from twin.planning.search.goals import SearchParameters, plan_to_goals
 from twin.planning.search.roadmap import Roadmap, RoadmapBuild, graph_library
 from twin.planning.settings import PlannerSettings
 from twin.planning.types import (
@@ -256,7 +257,7 @@ class Planner:
         is 0. The same planner state builds the same roadmap, however its build was spread."""
         if time_limit_s is not None:
             time_limit_s = v.positive_scalar(time_limit_s, "time_limit_s")
-        until = None if time_limit_s is None else time.perf_counter() + time_limit_s
+        until = None if time_limit_s is None else Deadline(time_limit_s)
         return self._advance_roadmap(until)
 
     def roadmap_progress(self) -> tuple[int, bool]:
@@ -271,9 +272,9 @@ class Planner:
         Cleared after that call."""
         self._pinned_steps = None if steps is None else int(steps)
 
-    def _advance_roadmap(self, until: float | None) -> Roadmap | None:
-        """Advance the roadmap build until ``until`` (``time.perf_counter`` value; None: to the
-        end) or to the pinned steps of a replay; the roadmap when done, else None."""
+    def _advance_roadmap(self, until: Deadline | None) -> Roadmap | None:
+        """Advance the roadmap build until ``until`` (``search.budget``; None: to the end) or
+        to the pinned steps of a replay; the roadmap when done, else None."""
         n = self.settings.roadmap_nodes
         if not n:
             return None
@@ -530,8 +531,11 @@ class Planner:
             ]
         )
         is_touch = request.type is PathType.TOUCH
-        limit = request.max_planning_time_s or self.settings.max_planning_time_s
-        deadline = None if limit is None else Deadline(limit)
+        limit, checks = self.settings.query_budget(request.max_planning_time_s)
+        if checks is not None:
+            deadline: Deadline | None = Deadline.checks(self._checker, checks)
+        else:
+            deadline = None if limit is None else Deadline(limit)
         t0 = time.perf_counter()
         checks0 = self._checker.checked
         stats: dict[str, float] = {}
@@ -605,17 +609,14 @@ class Planner:
 
         def roadmap() -> Roadmap | None:
             """The roadmap for this query, looked up once: its build (if not done) gets at most
-            half of the time left (``search.roadmap``, "Build in steps"); None while it is not
+            half of the budget left (``search.roadmap``, "Build in steps"); None while it is not
             done, and the query plans with RRT-Connect alone (``roadmap_deferred``).
             ``roadmap_steps``: the build's steps done after it (a replay pins them)."""
             if consulted:
                 return consulted[0]
             b = self._build
             steps0, spent0 = (0, 0.0) if b is None else (b.steps, b.spent_s)
-            until = None
-            if deadline is not None:
-                now = time.perf_counter()
-                until = now + 0.5 * max(0.0, deadline.at - now)
+            until = None if deadline is None else deadline.share(0.5)
             consulted.append(self._advance_roadmap(until))
             b = self._build
             if b is not None:
@@ -637,7 +638,10 @@ class Planner:
         stats["roadmap_paths"] = float(outcome.roadmap_paths)
         if outcome.deadline_hit:
             stats["deadline_hit"] = 1.0
-            stats["time_limit_s"] = float(limit)  # type: ignore[arg-type]
+            if checks is not None:
+                stats["check_budget"] = float(checks)
+            else:
+                stats["time_limit_s"] = float(limit)  # type: ignore[arg-type]
         if outcome.error is PathError.KINEMATIC_VIOLATION:
             return failed(outcome.error, self._goals_beyond(targets))
         if outcome.error is PathError.BLOCKED_START and beyond:

@@ -5,8 +5,9 @@
 
 A ``.toml`` file with a ``[task]`` table in a collected folder is a scenario; it becomes one item
 per backend (``<file>::<scenario>[sim]``, ``[hardware]``). A failing item shows the same lines as
-``twin test``: the scenario, each failed metric with the expected and measured values, and the
-recording (``--twin-record-dir``).
+``twin test``: its first cause (the error, or the step that failed and why), each failed metric
+with the expected and measured values, and the recording (``--twin-record-dir``); the cause is
+also a ``cause`` property of the item (in pytest's JUnit XML).
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ class ScenarioItem(pytest.Item):
         )
         for check in result.checks:
             self.user_properties.append((check.expectation.metric, repr(check.measured)))
+        if result.why() is not None:  # the first cause of a failure, in the JUnit XML too
+            self.user_properties.append(("cause", result.why()))
         if not result.ok:
             raise ScenarioFailed("\n".join(result.failures()))
 

@@ -16,14 +16,22 @@ from twin.scenario.runner import ScenarioResult
 UPDATE_MARGIN = 0.2
 
 
+#: The longest cause a table cell shows (characters); the whole line is in ``failures``.
+CAUSE_CHARS = 160
+
+
 def table(results: Sequence[ScenarioResult]) -> str:
-    """One row per run: scenario, backend, seed, verdict, wall time, failed metrics."""
-    head = ("scenario", "backend", "seed", "result", "wall s", "failed")
+    """One row per run: scenario, backend, seed, verdict, wall time, failed metrics, and the
+    first cause of a failure (the error, or the step that failed and why)."""
+    head = ("scenario", "backend", "seed", "result", "wall s", "failed", "cause")
     rows = [head]
     for r in results:
         failed = [c.expectation.metric for c in r.checks if not c.ok]
         if r.error is not None:
             failed.append("error")
+        why = r.why() or ""
+        if len(why) > CAUSE_CHARS:
+            why = why[: CAUSE_CHARS - 3] + "..."
         rows.append(
             (
                 r.scenario.name,
@@ -32,6 +40,7 @@ def table(results: Sequence[ScenarioResult]) -> str:
                 "ok" if r.ok else "FAIL",
                 f"{r.wall_s:.1f}",
                 ", ".join(failed),
+                why,
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
@@ -40,8 +49,10 @@ def table(results: Sequence[ScenarioResult]) -> str:
 
 def write_junit(results: Sequence[ScenarioResult], path: str | os.PathLike) -> pathlib.Path:
     """JUnit XML: one ``testsuite`` ("twin scenarios"), one ``testcase`` per run (class name the
-    scenario file, name ``<scenario>[<backend>, seed <n>]``), a ``failure`` per failed run with
-    every failed metric, the recording path in ``system-out``."""
+    scenario file, name ``<scenario>[<backend>, seed <n>]``), a ``failure`` (or ``error``) per
+    failed run whose message is its first cause (the error, or the step that failed and why;
+    else the first failed metric) and whose text lists every failed metric, the recording path
+    in ``system-out``."""
     suite = ET.Element(
         "testsuite",
         name="twin scenarios",

@@ -21,19 +21,32 @@ import numpy as np
 
 from twin.backends import open_robot
 from twin.names import closest
+from twin.planning.settings import COUNTED_CHECKS, counted_budgets
 from twin.robot import Robot
 from twin.scenario.expect import Check
 from twin.scenario.format import Scenario, ScenarioError
-from twin.scenario.tasks import METRICS, TASKS, Plant, hold
+from twin.scenario.tasks import CAUSE, METRICS, TASKS, Plant, hold
 
 #: Backends a scenario runs on.
 BACKENDS = ("sim", "hardware")
+#: Lock-step waits (s of wall time) for what the emulators answer: a reply, an acknowledgement,
+#: the F/T sensor's first frame after ``R``, the IMU's first sample. In lock-step the emulated
+#: devices answer at once in robot time, so a wait only ends early on a starved machine; these
+#: are meant to be longer than any stall a loaded laptop gives (with the earlier 2 s bus wait
+#: and the F/T sensor's 1-2 s waits, hardware scenarios failed their start-up at load 20-38 on
+#: two cores), so a run's figures do not depend on the load. A dead emulator still ends the
+#: run, later.
+LOCK_STEP_WAIT_S = 20.0
+#: Start-up tries of each device in lock-step (``startup.attempts``; the shipped 4 can all
+#: fall within one stall of a loaded machine).
+LOCK_STEP_ATTEMPTS = 8
 
 
 @dataclass
 class ScenarioResult:
-    """A scenario run: its metrics, their checks, the recording, the wall time, and the error
-    that stopped it (if any)."""
+    """A scenario run: its metrics, their checks, the recording, the wall time, the error that
+    stopped it (if any: the first error, with what followed it), and ``cause``: why the task
+    failed in its own words (the failed step and its reason; None when it did not say)."""
 
     scenario: Scenario
     backend: str
@@ -43,6 +56,7 @@ class ScenarioResult:
     recording: pathlib.Path | None = None
     wall_s: float = 0.0
     error: str | None = None
+    cause: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -52,11 +66,21 @@ class ScenarioResult:
     def id(self) -> str:
         return f"{self.scenario.name}[{self.backend}, seed {self.seed}]"
 
+    def why(self) -> str | None:
+        """The first cause of a failed run in one line: the error, else the task's cause, else
+        None (then the failed metrics say it)."""
+        if self.ok:
+            return None
+        return self.error if self.error is not None else self.cause
+
     def failures(self) -> list[str]:
-        """One line per failed metric (scenario, metric, expected, measured) and the recording."""
+        """The cause (the error, or the step that failed and why), then one line per failed
+        metric (scenario, metric, expected, measured), then the recording."""
         lines = [c.message(self.scenario.name, self.backend) for c in self.checks if not c.ok]
         if self.error is not None:
-            lines.append(f"{self.scenario.name} [{self.backend}] error: {self.error}")
+            lines.insert(0, f"{self.scenario.name} [{self.backend}] error: {self.error}")
+        elif self.cause is not None and lines:
+            lines.insert(0, f"{self.scenario.name} [{self.backend}] cause: {self.cause}")
         if lines and self.recording is not None:
             lines.append(f"  recording: {self.recording} (twin replay {self.recording})")
         return lines
@@ -108,8 +132,7 @@ def _robot(scenario: Scenario, backend: str, seed: int) -> Iterator[tuple[Robot,
     # Lock-step: the robot and the emulators share a virtual clock, so the emulated physics
     # advances one period per robot.step() whatever the machine's load (a sweep shares it);
     # the idle pump keeps time moving while nothing steps (device set-up, a planner call).
-    config = emulator_config(watchdog_s=None, stale_after_s=1.0)
-    config = replace(config, bus=replace(config.bus, reply_timeout_s=2.0))
+    config = lock_step_config(emulator_config(watchdog_s=None, stale_after_s=1.0))
     clock = ManualClock()
     start = None if scenario.start_q is None else np.asarray(scenario.start_q)
     source = make_sim_source(seed=seed, scene=scenario.scene, initial_q=start)
@@ -120,6 +143,30 @@ def _robot(scenario: Scenario, backend: str, seed: int) -> Iterator[tuple[Robot,
                 yield robot, _SourcePlant(source)
         finally:
             pump.close()
+
+
+def lock_step_config(config):
+    """``config`` (a ``HardwareConfig``) with the waits and start-up tries of a lock-step run
+    (``LOCK_STEP_WAIT_S``, ``LOCK_STEP_ATTEMPTS``): what the emulators answer is waited for,
+    however loaded the machine."""
+    wait = LOCK_STEP_WAIT_S
+    return replace(
+        config,
+        bus=replace(config.bus, reply_timeout_s=wait),
+        ft=replace(config.ft, ack_timeout_s=wait, activation_timeout_s=wait),
+        imu=replace(config.imu, first_sample_timeout_s=wait),
+        startup=replace(config.startup, attempts=LOCK_STEP_ATTEMPTS),
+    )
+
+
+def first_error(e: BaseException) -> str:
+    """``e`` in one line, led by the errors it was raised while handling, first one first
+    (``twin.cli.closing.errors_in_order``; an error raised ``from`` another names it itself), in
+    the ``twin`` command's words: ``DeviceFaultError: ...; then: ParkError: ...``."""
+    from twin.cli.closing import errors_in_order  # here: the CLI package imports every command
+
+    chain = errors_in_order(e) or [e]
+    return "; then: ".join(f"{type(x).__name__}: {x}" for x in chain)
 
 
 def _settle(robot: Robot, q: np.ndarray) -> None:
@@ -133,10 +180,16 @@ def run_scenario(
     *,
     seed: int | None = None,
     record_dir: str | pathlib.Path | None = None,
+    planning_checks: int = COUNTED_CHECKS,
 ) -> ScenarioResult:
     """Run ``scenario`` on ``backend`` (seed: the scenario's unless given); with ``record_dir``,
     the run is recorded there as ``<name>-<backend>-<seed>.mcap``. Errors of the run (not of the
-    file) are caught and reported in the result."""
+    file) are caught and reported in the result, the first one first (``first_error``).
+
+    The run's figures do not depend on the machine's load: its planners' budgets count
+    collision checks, not seconds (``planning_checks`` a query, through
+    ``planning.settings.counted_budgets``); the sim steps in robot time; the emulated hardware
+    runs in lock-step with generous waits (``_robot``, ``lock_step_config``)."""
     check_metrics(scenario)
     seed = scenario.seed if seed is None else seed
     result = ScenarioResult(scenario, backend, seed)
@@ -169,12 +222,15 @@ def run_scenario(
                             q=start
                         )  # a sim is reset in place; the emulated one starts there
                     _settle(robot, start)
-                result.metrics = TASKS[scenario.task](robot, scenario, plant)
+                with counted_budgets(planning_checks):
+                    metrics = TASKS[scenario.task](robot, scenario, plant)
+                result.cause = metrics.pop(CAUSE, None)
+                result.metrics = metrics
             finally:
                 if record_dir is not None:
                     robot.recording.close()
     except Exception as e:  # a fault of the run (device, model, file) fails this run only
-        result.error = f"{type(e).__name__}: {e}"
+        result.error = first_error(e)
         result.metrics.setdefault("traceback", traceback.format_exc(limit=4))
     result.wall_s = time.perf_counter() - t0
     result.checks = [Check(e, result.metrics.get(e.metric)) for e in scenario.expect]

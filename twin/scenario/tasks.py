@@ -23,11 +23,16 @@ from twin.scenario.format import Scenario
 from twin.spatial import SE3, SO3
 from twin.spatial import quaternion as quat
 
+#: Metrics measured on the wall clock: they vary with the machine and its load (every other
+#: metric of a run on the sim is the same on any machine, bit for bit); bound them loosely, or
+#: bound their counted twin (``plan_checks``: the planner's collision checks) instead.
+WALL_CLOCK_METRICS = ("plan_time_s",)
 #: Task kind -> the metrics it measures (what ``[expect]`` may name).
 METRICS: dict[str, tuple[str, ...]] = {
     "plan_execute": (
         "plan_success",
         "plan_time_s",
+        "plan_checks",
         "final_tcp_error_m",
         "max_tracking_error_rad",
         "limit_violations",
@@ -51,9 +56,16 @@ METRICS: dict[str, tuple[str, ...]] = {
         "imu_gravity_angle_rad",
     ),
 }
+#: The key under which a task may return, with its metrics, why it failed in one line (the step
+#: that failed and its reason); the runner moves it to ``ScenarioResult.cause``.
+CAUSE = "cause"
 GRAVITY_M_S2 = 9.81
 #: After a push ends, the time the live twin may take to release its contact flag (s).
 RELEASE_S = 0.2
+
+
+class StepError(RuntimeError):
+    """A task's step raised: the message names the step, then the error (chained)."""
 
 
 class Plant(Protocol):
@@ -113,12 +125,22 @@ def plan_execute(robot: Robot, scenario: Scenario, plant: Plant | None) -> dict[
             goals.append(q)
     failed = {name: None for name in METRICS["plan_execute"]}
     if not goals:
-        return {**failed, "plan_success": False}
+        cause = f"plan: none of the {len(p['poses'])} [task] poses has an IK solution"
+        return {**failed, "plan_success": False, CAUSE: cause}
     t0 = time.perf_counter()
     result = planner.path(InitialState(q_start), PathRequest(goals))
     plan_time = time.perf_counter() - t0
     if not result:
-        return {**failed, "plan_success": False, "plan_time_s": plan_time}
+        cause = f"plan: {result.error.value}" + (f" ({result.reason})" if result.reason else "")
+        if result.stats.get("deadline_hit"):
+            cause += f" after {result.stats['checks']:.0f} collision checks (the budget)"
+        return {
+            **failed,
+            "plan_success": False,
+            "plan_time_s": plan_time,
+            "plan_checks": int(result.stats["checks"]),
+            CAUSE: cause,
+        }
     f_T_t = planner.get_tcp().transform
     prepared = prepare(
         model,
@@ -143,6 +165,7 @@ def plan_execute(robot: Robot, scenario: Scenario, plant: Plant | None) -> dict[
     return {
         "plan_success": True,
         "plan_time_s": plan_time,
+        "plan_checks": int(result.stats["checks"]),
         "final_tcp_error_m": tcp_err,
         "max_tracking_error_rad": float(report.max_joint_error_rad),
         "limit_violations": _limit_violations(robot, report.measured),
@@ -179,11 +202,17 @@ def policy(robot: Robot, scenario: Scenario, plant: Plant | None) -> dict[str, A
             2.0 * math.atan2(float(np.linalg.norm(relative[1:])), abs(float(relative[0])))
         )
     success = [e < 0.02 and a < 0.1 for e, a in zip(errors, angles)]
+    missed = [
+        f"target {i}: {e * 1e3:.1f} mm, {a:.3f} rad"
+        for i, (e, a, ok) in enumerate(zip(errors, angles, success))
+        if not ok
+    ]
     return {
         "success_rate": float(np.mean(success)),
         "final_tcp_error_m": max(errors),
         "final_rotation_error_rad": max(angles),
         "limit_violations": _limit_violations(robot, np.array(measured)),
+        CAUSE: "missed (within 0.02 m and 0.1 rad): " + "; ".join(missed) if missed else None,
     }
 
 
@@ -220,6 +249,7 @@ def ft_weigh(robot: Robot, scenario: Scenario, plant: Plant | None) -> dict[str,
             lambda: (ft.update(), forces.append(ft.frame("world_aligned").force)),
         )
     return {
+        CAUSE: None if tare.ok else f"tare: {tare.reason}",
         "tare_ok": bool(tare.ok),
         "weight_n": float(-np.mean(np.array(forces)[:, 2])),
         "residual_force_n": residual,
@@ -278,14 +308,37 @@ def pick_place(robot: Robot, scenario: Scenario, plant: Plant | None) -> dict[st
     from twin.demo import STEP_NAMES, PayloadGripper, run_demo
 
     gripper = None if plant is None else PayloadGripper(plant)
+    ended: list[str] = []  # the steps that ended, in order (the demo's closing line of each)
+
+    def note(line: str) -> None:
+        if not line.startswith("[..]"):
+            ended.append(line)
+
     with tempfile.TemporaryDirectory() as out:
-        # the report's figures only: no PNG is drawn into a folder that is deleted unread
-        steps = run_demo(
-            None, seed=scenario.seed, out=out, robot=robot, gripper=gripper, plots=False
-        )
+        try:
+            # the report's figures only: no PNG is drawn into a folder that is deleted unread
+            steps = run_demo(
+                None,
+                seed=scenario.seed,
+                out=out,
+                robot=robot,
+                gripper=gripper,
+                plots=False,
+                print_fn=note,
+            )
+        except Exception as e:
+            step = STEP_NAMES[min(len(ended), len(STEP_NAMES) - 1)]
+            raise StepError(f"step {step!r} raised {type(e).__name__}: {e}") from e
         summary = json.loads((pathlib.Path(out) / "figures.json").read_text())["summary"]
-    ok = int(sum(bool(s.ok) for s in steps)) if len(steps) == len(STEP_NAMES) else 0
-    return {"steps_ok": ok, **{k: summary[k] for k in METRICS["pick_place"][1:]}}
+    failed = next((s for s in steps if not s.ok), None)
+    cause = None if failed is None else f"step {failed.name!r} failed: {failed.figure}"
+    if failed is None and len(steps) < len(STEP_NAMES):
+        cause = f"the demo stopped after step {steps[-1].name!r}" if steps else "no step ran"
+    return {
+        "steps_ok": int(sum(bool(s.ok) for s in steps)),
+        **{k: summary.get(k) for k in METRICS["pick_place"][1:]},
+        CAUSE: cause,
+    }
 
 
 #: Task kind -> its runner.

@@ -12,12 +12,13 @@ grows until it meets any node of the goal's part rather than the goal's own tree
 clutter problem of ``bench_planner_clutter``: the checks of the slowest queries about a
 quarter).
 
-Time limit: ``SearchParameters.deadline`` (a ``Deadline``) is looked at between
-goals, inside the roadmap search and in every RRT-Connect iteration; a search it stops returns
-``blocked_path`` with ``Outcome.deadline_hit`` set (the time taken beyond the deadline is one
-iteration or one roadmap batch). Without a deadline every query replays exactly; with one, a
-query that finishes in time replays exactly (its random numbers do not depend on the clock), and
-a query the deadline stopped records the iterations it used.
+Budget: ``SearchParameters.deadline`` (a ``search.budget.Deadline``: a time limit, or a number
+of collision checks) is looked at between goals, inside the roadmap search and in every
+RRT-Connect iteration; a search it stops returns ``blocked_path`` with ``Outcome.deadline_hit``
+set (the work done beyond the deadline is one iteration or one roadmap batch). Without a
+deadline, or with a check budget, every query replays exactly on any machine; with a time
+limit, a query that finishes in time replays exactly (its random numbers do not depend on the
+clock), and a query the deadline stopped records the iterations it used.
 
 Goal selection: ``list_order`` returns the first goal in the list that the planner connects;
 ``shortest_path`` the goal with the shortest smoothed joint-space path (L2, rad). A goal whose
@@ -28,7 +29,6 @@ shorter.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,13 +37,15 @@ import numpy as np
 from twin.planning.collision.checker import CollisionChecker
 from twin.planning.requests import GoalPrioritization, PathError
 from twin.planning.search import smoothing
+from twin.planning.search.budget import Deadline, passed
 from twin.planning.search.roadmap import Ends, Roadmap, shortcut
 from twin.planning.search.rrt import rrt_connect
 
 
 @dataclass(frozen=True)
 class SearchParameters:
-    """rrt_step rad, max_iterations per goal, shortcut_rounds; ``deadline`` or None;
+    """rrt_step rad, max_iterations per goal, shortcut_rounds; ``deadline`` (the whole query's
+    budget, the roadmap build steps it runs included) or None;
     ``roadmap``: called when a goal needs more than a via configuration, returns the planner's
     roadmap, or None (none, or its build not done within this query's share of the time)."""
 
@@ -54,23 +56,7 @@ class SearchParameters:
     roadmap: Callable[[], Roadmap | None] | None = None
 
     def past_deadline(self) -> bool:
-        return self.deadline is not None and self.deadline.passed()
-
-    @property
-    def deadline_at(self) -> float | None:
-        return None if self.deadline is None else self.deadline.at
-
-
-class Deadline:
-    """The time limit of one query: ``at`` is a ``time.perf_counter`` value. It bounds the
-    whole query, the roadmap build steps it runs included (the planner gives those at most
-    half of the time left)."""
-
-    def __init__(self, limit_s: float) -> None:
-        self.at = time.perf_counter() + limit_s
-
-    def passed(self) -> bool:
-        return time.perf_counter() > self.at
+        return passed(self.deadline)
 
 
 @dataclass(frozen=True)
@@ -201,7 +187,7 @@ def _connect(
     else:  # one batch of the nearest vias only: the roadmap is the cheaper next try
         path = _via_path(checker, start, goal, rng, VIA_SPREADS[:1], batches=1)
     if path is None and roadmap is not None:
-        found = roadmap.path(checker, start, goal, params.deadline_at)
+        found = roadmap.path(checker, start, goal, params.deadline)
         tally.deadline_hit |= found.deadline_hit
         path, ends = found.path, found.ends
         tally.roadmap_paths += path is not None
@@ -250,7 +236,7 @@ def _search(
         rng,
         params.rrt_step,
         params.max_iterations,
-        deadline=params.deadline_at,
+        deadline=params.deadline,
         seeds=roots,
     )
     tally.iterations += result.iterations

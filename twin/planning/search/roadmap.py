@@ -14,8 +14,8 @@ Build in steps (``RoadmapBuild``): the build is a generator of steps of tens of 
 round of samples, a batch of ``EDGE_BATCH`` edges, a chunk of a bridge's RRT-Connect, a chunk of
 the shortest-path table) holding its state (generator, samples, edges checked) between them, so
 it can stop after any step and resume later: the planner gives it at most half of a query's
-time left, and a query whose build is not done plans with RRT-Connect alone; the next query
-resumes it. No step's work depends on the clock, so the roadmap is the same however the steps
+budget left (time, or collision checks: ``search.budget``), and a query whose build is not done
+plans with RRT-Connect alone; the next query resumes it. No step's work depends on the clock, so the roadmap is the same however the steps
 were spread; a replay reproduces a query by taking the build to the steps the log recorded.
 
 Query (``Roadmap.path``): start and goal are joined to their nearest nodes (one batched check
@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from twin.planning.collision.checker import CollisionChecker
+from twin.planning.search.budget import Deadline, passed
 from twin.planning.search.rrt import rrt_connect_steps, run_steps
 
 #: Free nodes of a roadmap, edges per node to their nearest neighbours, and the nodes a query's
@@ -158,7 +159,7 @@ class Roadmap:
         checker: CollisionChecker,
         start: np.ndarray,
         goal: np.ndarray,
-        deadline: float | None = None,
+        deadline: Deadline | None = None,
         connect: int = CONNECT,
     ) -> RoadmapPath:
         """Shortest roadmap path start -> goal (both (n,) rad, free), or None (module doc)."""
@@ -260,7 +261,7 @@ class Roadmap:
         goal: list[float],
         s_cost: dict[int, float],
         g_cost: dict[int, float],
-        deadline: float | None,
+        deadline: Deadline | None,
     ) -> list[int] | bool | None:
         """Node indices of the shortest path from the start's nodes (costs ``s_cost``) to the
         goal through one of ``g_cost``'s; None when there is none, True when the deadline hit."""
@@ -292,7 +293,7 @@ class Roadmap:
             if g > best[i]:
                 continue
             pops += 1
-            if deadline is not None and pops % CLOCK_EVERY == 0 and time.perf_counter() > deadline:
+            if deadline is not None and pops % CLOCK_EVERY == 0 and deadline.passed():
                 return True
             c = g_cost.get(i)
             if c is not None and g + c < goal_cost:
@@ -332,12 +333,12 @@ class RoadmapBuild:
     def done(self) -> bool:
         return self.roadmap is not None
 
-    def advance(self, until: float | None = None, steps: int | None = None) -> Roadmap | None:
-        """Run steps until the build is done, or until ``until`` (a ``time.perf_counter`` value,
-        looked at before every step: a step may end past it) or, for a replay, until ``steps``
+    def advance(self, until: Deadline | None = None, steps: int | None = None) -> Roadmap | None:
+        """Run steps until the build is done, or until ``until`` (``search.budget``: a time
+        limit or a check budget, looked at before every step: a step may end past it) or, for a replay, until ``steps``
         steps are done in all. The roadmap, or None while the build is not done."""
         while self.roadmap is None:
-            if until is not None and time.perf_counter() >= until:
+            if passed(until):
                 break
             if steps is not None and self.steps >= steps:
                 break

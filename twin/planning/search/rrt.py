@@ -17,7 +17,6 @@ small iteration.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -25,6 +24,7 @@ from typing import TypeVar
 import numpy as np
 
 from twin.planning.collision.checker import CollisionChecker
+from twin.planning.search.budget import Deadline, passed
 
 T = TypeVar("T")
 
@@ -116,11 +116,11 @@ class _Query:
     step: float
     max_iterations: int
     batch: int
-    deadline: float | None
+    deadline: Deadline | None
     seeds: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
 
     def past_deadline(self) -> bool:
-        return self.deadline is not None and time.perf_counter() > self.deadline
+        return passed(self.deadline)
 
 
 def rrt_connect(
@@ -131,7 +131,7 @@ def rrt_connect(
     step: float,
     max_iterations: int,
     batch: int = 4,
-    deadline: float | None = None,
+    deadline: Deadline | None = None,
     seeds: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
 ) -> RrtResult:
     """Path from ``start`` to ``goal`` (n,) rad (both free), or None within ``max_iterations``.
@@ -140,7 +140,7 @@ def rrt_connect(
     edges checked in one batch; a blocked edge retries its first ``RETRY_FRACTION``), then the
     other tree tries to connect to every new node (the free prefixes of those segments checked
     in one batch); then the trees swap roles.
-    ``deadline`` (a ``time.perf_counter`` value): stop there (fewer than ``max_iterations``).
+    ``deadline`` (``search.budget``): stop once it has passed (fewer than ``max_iterations``).
     ``seeds``: further roots (S, n) rad of the start's and of the goal's tree, or None: free
     configurations that the caller knows how to join to the start or to the goal (the roadmap
     parts each end reaches, ``goals``); the path then runs between the roots its branches reach
@@ -159,7 +159,7 @@ def rrt_connect_steps(
     step: float,
     max_iterations: int,
     batch: int = 4,
-    deadline: float | None = None,
+    deadline: Deadline | None = None,
     seeds: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
 ) -> Generator[None, None, RrtResult]:
     """``rrt_connect`` as a generator of steps (``CHUNK_ITERATIONS`` iterations each) returning
