@@ -32,7 +32,7 @@ from twin.hardware.protocols.dynamixel_table import Units
 POSITION_MARGIN_RAD = 0.5
 #: A servo back-driven by its load turns faster than its no-load speed (the Velocity Limit), but
 #: not this many times faster. Generous on purpose: the emulators' plants have no speed limit,
-#: and a host-side limit cycle there (``tests/test_hw_serial_robot.py``) reaches 13.5 times it.
+#: and a host-side limit cycle there (``tests/test_hw_serial_robot.py``) reaches 7 times it.
 VELOCITY_MARGIN = 15.0
 #: Present Current overshoots the Current Limit briefly (the servo's current loop); not by this.
 CURRENT_MARGIN = 1.5
