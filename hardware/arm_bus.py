@@ -19,10 +19,11 @@ Connection-time set-up (``initialise``), one sync read of present values per cyc
 Line noise: every set-up transaction is tried ``bus.attempts`` times (a lost reply is retried); a
 cycle's read that loses a reply (known at once: ``ReplyLostError``) falls back to one SYNC_READ
 that keeps every intact reply, then one READ per servo still missing (``CYCLE_READ_TRIES`` each),
-so one damaged reply costs a round trip or two, not the reading. ``position_hold`` leaves the servos
-holding servo-side (Operating Mode 5, torque on), each servo's Torque Enable and Operating Mode
-read back and, where they disagree, rewritten with acknowledged writes (``park`` and the stale
-fault use it; ``docs/faults/serial.md``).
+so one damaged reply costs a round trip or two, not the reading. Every reading passes the
+plausibility checks (``checks``: ``drivers/servo_checks.py``) or is refused as a failed read.
+``position_hold`` leaves the servos holding servo-side (Operating Mode 5, torque on), everything
+it wrote (torque, mode, gains, Goal Current, Goal Position) read back and, where it disagrees,
+rewritten with acknowledged writes (``park`` and the stale fault use it; ``docs/faults/serial.md``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ from typing import TypeVar
 
 import numpy as np
 from twin.hardware.bus_watchdog import BusWatchdog, watchdog_units
+from twin.hardware.clock import MonotonicClock
 from twin.hardware.config import HardwareConfig
 from twin.hardware.drivers.dynamixel_bus import DynamixelBus
+from twin.hardware.drivers.servo_checks import ServoChecks
 from twin.hardware.errors import (
     ConfigError,
     DeviceStatusError,
@@ -73,6 +76,20 @@ _SETUP_BLOCK = (
 
 
 _MODE_READ = (XTable.OPERATING_MODE.address, XTable.OPERATING_MODE.size)
+#: The other blocks a hold writes, read back to verify it: the Position D, I, P gains (80..85)
+#: and Goal Current .. Goal Position (102..119). Each read's length differs from every other
+#: verification read's (2, 1, 6, 18 bytes), so a late reply to one is refused by the next.
+_HOLD_BLOCKS = (
+    (GAIN_BLOCK_ADDRESS, GAIN_BLOCK_LENGTH),
+    (XTable.GOAL_CURRENT.address, XTable.GOAL_POSITION.end - XTable.GOAL_CURRENT.address),
+)
+#: Current Limit .. Velocity Limit (38..47), the limits the plausibility checks take, and one
+#: byte more: 11 bytes, so that a late reply to a read of the 10-byte present block is refused
+#: for its length, never taken for the limits (which would rewrite them, torque off).
+_LIMIT_BLOCK = (
+    XTable.CURRENT_LIMIT.address,
+    XTable.VELOCITY_LIMIT.end + 1 - XTable.CURRENT_LIMIT.address,
+)
 
 T = TypeVar("T")
 
@@ -112,20 +129,29 @@ def retried(fn: Callable[[], T], attempts: int) -> T:
 
 @dataclass(frozen=True)
 class ServoState:
-    """A servo's Torque Enable and Operating Mode as read back (``None``: it did not answer)."""
+    """A servo's Torque Enable and Operating Mode as read back (``None``: it did not answer), and
+    ``wrong``: each other register the hold wrote that read back otherwise, or not at all (e.g.
+    ``goal_position reads 2290, wrote 2282``)."""
 
     torque: int | None
     mode: int | None
+    wrong: tuple[str, ...] = ()
 
     @property
     def safe(self) -> bool:
-        """Holding servo-side: torque on, current-based position mode."""
-        return self.torque == 1 and self.mode == SAFE_MODE
+        """Holding servo-side as written: torque on, current-based position mode, every goal and
+        gain read back as written."""
+        return self.torque == 1 and self.mode == SAFE_MODE and not self.wrong
+
+    @property
+    def silent(self) -> bool:
+        """Neither Torque Enable nor Operating Mode answered."""
+        return self.torque is None and self.mode is None
 
     def __str__(self) -> str:
         mode = "no reply" if self.mode is None else _mode_name(self.mode)
         torque = "no reply" if self.torque is None else ("on" if self.torque else "off")
-        return f"torque {torque}, mode {mode}"
+        return f"torque {torque}, mode {mode}" + "".join(f", {w}" for w in self.wrong)
 
 
 def _present_row(reply: dxl.StatusPacket) -> tuple[int, int, int, bool]:
@@ -205,8 +231,16 @@ class ArmBus:
     """The arm's servos on ``bus`` (module doc)."""
 
     def __init__(
-        self, bus: DynamixelBus, config: HardwareConfig, effort_limits: np.ndarray
+        self,
+        bus: DynamixelBus,
+        config: HardwareConfig,
+        effort_limits: np.ndarray,
+        *,
+        position_limits: tuple[np.ndarray, np.ndarray] | None = None,
+        clock=None,
     ) -> None:
+        """``position_limits``: (lower, upper) (n,) rad, the URDF's (default: none);
+        ``clock``: host time of the plausibility checks' jump bound (default: real time)."""
         self.bus, self.config = bus, config
         self.map = config.joint_map()
         self.ids = list(self.map.ids)
@@ -214,6 +248,19 @@ class ArmBus:
         self.mode = config.control_mode
         self.effort = np.asarray(effort_limits, float)
         self.current_limit = np.array([j.current_limit for j in config.joints])
+        n = len(self.ids)
+        lower, upper = position_limits or (np.full(n, -np.inf), np.full(n, np.inf))
+        self._now_us = (clock or MonotonicClock()).now_us
+        #: Plausibility of every reading (``servo_checks``); the Velocity Limit registers are
+        #: read at connection (the X series' default until then).
+        self.checks = ServoChecks(
+            self.map,
+            lower,
+            upper,
+            np.full(n, XTable.VELOCITY_LIMIT.default),
+            self.current_limit,
+            tuple(j.name for j in config.joints),
+        )
         # Goal Current (Operating Mode 5): the torque limit, the effort limit where the servo allows.
         self.goal_current = np.minimum(
             np.rint(self.effort / self.map.torque_unit), self.current_limit
@@ -253,7 +300,15 @@ class ArmBus:
         self.watchdog.clear()  # a trip left by an earlier run would refuse the goals below
         errors = retried(lambda: bus.hardware_errors(ids), tries)
         setup = retried(lambda: bus.sync_read(*_SETUP_BLOCK, ids), tries)
-        limits = retried(lambda: bus.sync_read_register(XTable.CURRENT_LIMIT, ids), tries)
+        limit_block = retried(lambda: bus.sync_read(*_LIMIT_BLOCK, ids), tries)
+        limits = {
+            pid: dxl.decode_register(XTable.CURRENT_LIMIT, b, offset=_LIMIT_BLOCK[0])
+            for pid, b in zip(ids, limit_block)
+        }
+        velocity_limits = [
+            dxl.decode_register(XTable.VELOCITY_LIMIT, b, offset=_LIMIT_BLOCK[0])
+            for b in limit_block
+        ]
         delay = self.config.bus.return_delay_time_us // 2
         mode = int(MODE_REGISTER[self.mode])
         for j, pid in enumerate(ids):
@@ -272,6 +327,11 @@ class ArmBus:
                 self._write(pid, XTable.TORQUE_ENABLE, 0)
                 for reg, value in changes.items():
                     self._write(pid, reg, value)
+        self.checks.set_limits(
+            [v if v > 0 else XTable.VELOCITY_LIMIT.default for v in velocity_limits],
+            self.current_limit,
+        )
+        self.checks.reset()  # no jump is measured across a connection
         reading = retried(self.read_state, tries)
         self._gains = self._sent_gains = None
         command = hold(reading)
@@ -355,7 +415,9 @@ class ArmBus:
         still missing, ``CYCLE_READ_TRIES`` each (module doc); ``ReplyTimeoutError`` names the
         servo that still did not answer. ``goal``: a goal SYNC_WRITE's bytes (``servo_goal``)
         that go out in the same write as the read's instruction, just ahead of it (a
-        free-running or late cycle)."""
+        free-running or late cycle). ``ImplausibleReadingError`` (a ``ProtocolError``) for a
+        reading with an impossible value (``checks``: ``servo_checks``)."""
+        t0 = self._now_us()
         try:
             rows, alert = self.bus.read_joints(self._ids_t, self.map, goal)
         except DisconnectedError:
@@ -365,6 +427,7 @@ class ArmBus:
             rows = self.map.from_present(*raw[:3])  # read-only rows of one array
             alert = np.asarray(raw[3], bool)
             alert.flags.writeable = False
+        self.checks.check(rows, t0, self._now_us())
         q, qd, tau = rows
         return JointReading._fast(q, qd, tau, alert)
 
@@ -519,32 +582,65 @@ class ArmBus:
         """An acknowledged WRITE, tried ``bus.attempts`` times (``retried``)."""
         retried(lambda: self.bus.write(pid, reg, int(value)), self.config.bus.attempts)
 
-    def servo_state(self, pid: int) -> ServoState:
+    def _read_back(self, pid: int, address: int, length: int) -> bytes | None:
+        """``length`` bytes at ``address`` of servo ``pid``, tried ``bus.attempts`` times, or
+        None where it did not answer."""
+        try:
+            return retried(
+                lambda: self.bus.read_block(pid, address, length), self.config.bus.attempts
+            )
+        except BUS_FAILURES:
+            return None
+
+    def servo_state(self, pid: int, want: dict | None = None) -> ServoState:
         """Torque Enable and Operating Mode of servo ``pid`` read back (``None`` where it did not
         answer within ``bus.attempts`` tries). Torque Enable is read with the LED after it (two
         bytes), so that a late reply to one of the two READs (a loaded host's timeout) has the
-        wrong length for the other and is refused, not taken for its value."""
-        out = []
-        for address, length in ((XTable.TORQUE_ENABLE.address, 2), _MODE_READ):
-            try:
-                data = retried(
-                    lambda a=address, n=length: self.bus.read_block(pid, a, n),
-                    self.config.bus.attempts,
-                )
-                out.append(data[0])
-            except BUS_FAILURES:
-                out.append(None)
-        return ServoState(*out)
+        wrong length for the other and is refused, not taken for its value. ``want``: register
+        -> value the servo should hold (``_hold_values``), read back too (``ServoState.wrong``)."""
+        torque = self._read_back(pid, XTable.TORQUE_ENABLE.address, 2)
+        mode = self._read_back(pid, *_MODE_READ)
+        wrong = []
+        if want and (torque, mode) != (None, None):  # (a silent servo is not asked again)
+            for address, length in _HOLD_BLOCKS:
+                regs = [r for r in want if address <= r.address < address + length]
+                data = self._read_back(pid, address, length) if regs else b""
+                for reg in regs:
+                    if data is None:
+                        wrong.append(f"{reg.name} no reply")
+                        continue
+                    have = dxl.decode_register(reg, data, offset=address)
+                    if have != want[reg]:
+                        wrong.append(f"{reg.name} reads {have}, wrote {want[reg]}")
+        return ServoState(
+            None if torque is None else torque[0], None if mode is None else mode[0], tuple(wrong)
+        )
+
+    def _hold_values(self, j: int, targets: ServoTargets, goal_current: int) -> dict:
+        """Register -> value of joint ``j``'s servo-side hold, besides torque and mode."""
+        return {
+            XTable.GOAL_CURRENT: int(goal_current),
+            XTable.POSITION_D_GAIN: int(targets.d_gain[j]),
+            XTable.POSITION_I_GAIN: 0,
+            XTable.POSITION_P_GAIN: int(targets.p_gain[j]),
+            XTable.GOAL_POSITION: int(targets.goal_ticks[j]),
+        }
 
     def position_hold(self, targets: ServoTargets) -> dict[int, ServoState]:
-        """Leave every servo holding ``targets`` servo-side: Operating Mode 5, torque on.
+        """Leave every servo holding ``targets`` servo-side: Operating Mode 5, torque on, every
+        value it writes verified.
 
         One pass of sync writes first (a current-mode arm is limp only while it runs): torque off
         (current mode only: Operating Mode is EEPROM), mode, Goal Current (the effort limit),
-        gains, goal position, torque on. Then each servo's Torque Enable and Operating Mode are
-        read back; a servo that disagrees is set up again with acknowledged writes and read back
-        (one with a value unread is only read again), up to ``bus.attempts`` rounds. Returns each servo's final state (``ServoState.safe``); a
-        servo with a latched hardware error cannot take torque and stays unsafe.
+        gains, goal position; then one SYNC_READ of Goal Position, and an acknowledged write of
+        each goal that did not arrive as sent (a damaged SYNC_WRITE, unacknowledged, can be lost
+        or, with a CRC that still passes, give another goal), before torque on. Then each servo's
+        Torque Enable, Operating Mode, gains, Goal Current and Goal Position are read back; a
+        servo that disagrees is set up again with acknowledged writes (all of them if torque or
+        mode is wrong, else the registers that are) and read back (one with a value unread is
+        only read again), up to ``bus.attempts`` rounds. Returns each servo's final state
+        (``ServoState.safe``); a servo with a latched hardware error cannot take torque and stays
+        unsafe.
         """
         bus, ids = self.bus, self.ids
         self.watchdog.disarm()  # this hold is to last without the host
@@ -555,27 +651,52 @@ class ArmBus:
             bus.sync_write_register(XTable.GOAL_CURRENT, goal_current)
         self._gains = self._sent_gains = None
         self.send_servo(targets)
+        self._goals_as_sent(targets)
         bus.set_torque(ids, True)
         out = {}
         for j, pid in enumerate(ids):
-            state = self.servo_state(pid)
+            want = self._hold_values(j, targets, goal_current[pid])
+            state = self.servo_state(pid, want)
             for _ in range(self.config.bus.attempts):
-                if state.safe or state == ServoState(None, None):  # held, or not answering
+                if state.safe or state.silent:  # held, or not answering
                     break
                 if None not in (state.torque, state.mode):  # known and wrong: set it up again
-                    with contextlib.suppress(*BUS_FAILURES):
-                        self._hold_one(pid, j, targets, goal_current[pid])  # read back below
-                state = self.servo_state(pid)
+                    with contextlib.suppress(*BUS_FAILURES):  # read back below
+                        if state.torque == 1 and state.mode == SAFE_MODE:
+                            self._rewrite(pid, want, state.wrong)
+                        else:
+                            self._hold_one(pid, want)
+                state = self.servo_state(pid, want)
             out[pid] = state
         return out
 
-    def _hold_one(self, pid: int, j: int, targets: ServoTargets, goal_current: int) -> None:
-        """Acknowledged writes of one servo's safe hold (torque off, mode, goals, torque on)."""
+    def _goals_as_sent(self, targets: ServoTargets) -> None:
+        """One SYNC_READ of Goal Position; an acknowledged write of each intact reply's goal that
+        differs from ``targets`` (a servo that did not answer is left to the read-back)."""
+        reg = XTable.GOAL_POSITION
+        with contextlib.suppress(*BUS_FAILURES):
+            got = self.bus.sync_read_each(reg.address, reg.size, self.ids)
+            for j, pid in enumerate(self.ids):
+                reply = got.get(pid)
+                goal = int(targets.goal_ticks[j])
+                if (
+                    reply is not None
+                    and dxl.decode_register(reg, reply.params, reg.address) != goal
+                ):
+                    with contextlib.suppress(*BUS_FAILURES):
+                        self._write(pid, reg, goal)
+
+    def _rewrite(self, pid: int, want: dict, wrong: tuple[str, ...]) -> None:
+        """Acknowledged writes of the registers of ``want`` named in ``wrong`` (torque stays on)."""
+        for reg, value in want.items():
+            if any(w.startswith(f"{reg.name} ") for w in wrong):
+                self._write(pid, reg, value)
+
+    def _hold_one(self, pid: int, want: dict) -> None:
+        """Acknowledged writes of one servo's safe hold: torque off, mode, ``want`` (goals and
+        gains), torque on."""
         self._write(pid, XTable.TORQUE_ENABLE, 0)
         self._write(pid, XTable.OPERATING_MODE, int(SAFE_MODE))
-        self._write(pid, XTable.GOAL_CURRENT, goal_current)
-        self._write(pid, XTable.POSITION_D_GAIN, int(targets.d_gain[j]))
-        self._write(pid, XTable.POSITION_I_GAIN, 0)
-        self._write(pid, XTable.POSITION_P_GAIN, int(targets.p_gain[j]))
-        self._write(pid, XTable.GOAL_POSITION, int(targets.goal_ticks[j]))
+        for reg, value in want.items():
+            self._write(pid, reg, value)
         self._write(pid, XTable.TORQUE_ENABLE, 1)

@@ -21,8 +21,11 @@ current-mode cycle sends only the command's ``tau_ff`` (nothing computed from th
 ``stale_fault_cycles`` failed reads in a row latch ``FAULT | JOINTS_STALE``: the servos hold the
 last good reading servo-side (``ArmBus.position_hold``, torque on), commands are refused, the bus
 is probed every ``PROBE_INTERVAL_S`` (so a cycle lasts a period, not a reply timeout), and
-``clear_fault()`` resumes once readings are back. ``close()`` parks with the same verified hold
-and raises ``ParkError`` naming each servo's final torque and mode if it could not. Start-up opens
+``clear_fault()`` resumes once readings are back. A reading with an impossible value (beyond the
+servo's range or the joint limits, a jump, a velocity or current beyond the servo's limits:
+``ArmBus.checks``) is a failed read, counted by reason in ``diagnostics()``; nothing holds or
+controls on it. ``close()`` parks with the same verified hold and raises ``ParkError`` naming
+each servo's final torque and mode, and any goal or gain that did not read back as written. Start-up opens
 each device with bounded retries (``[startup]``), then raises ``StartupError`` naming it and its
 port. ``diagnostics()`` gives the achieved rate; below ``rate_warning_fraction`` of the configured
 rate a ``ControlRateWarning`` is issued once.
@@ -182,7 +185,13 @@ class SerialRobot(Robot):
             reconnect=cfg.reconnect,
             on_connect=self._init_servos,
         )
-        self.arm = ArmBus(self.bus, cfg, self._effort)
+        self.arm = ArmBus(
+            self.bus,
+            cfg,
+            self._effort,
+            position_limits=(model.lower, model.upper),
+            clock=self._clock,
+        )
         self._servo_mode = self.arm.mode == "servo"
         self.ft: BotaSensor | None = None
         self.imu: WitmotionImu | None = None
@@ -586,6 +595,7 @@ class SerialRobot(Robot):
             r.achieved_rate_hz,
             self.stats.failed_reads,
             r.worst_cycle_s,
+            self.arm.checks.counts.report().rejected,
             bus_watchdog=self.arm.watchdog.stats,
         )
 
@@ -677,9 +687,10 @@ class SerialRobot(Robot):
         return WrenchBatch(()) if self.ft is None else self.ft.take_samples()
 
     def close(self) -> None:
-        """Park the servos (holding in current-based position mode, torque on, every servo read
-        back), close every port. Raises ``ParkError`` naming each servo's final torque and mode
-        if the arm could not be left so (the ports are closed all the same; ``park_report``
+        """Park the servos (holding in current-based position mode, torque on, every value
+        written read back), close every port. Raises ``ParkError`` naming each servo's final
+        torque and mode (and any goal or gain that read back otherwise) if the arm could not be
+        left so (the ports are closed all the same; ``park_report``
         keeps the states). Safe to call twice: the second call does nothing."""
         if self._closed:
             return

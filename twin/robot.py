@@ -399,6 +399,7 @@ class ControlDiagnostics:
     achieved_rate_hz: float
     failed_reads: int = 0
     worst_cycle_s: float = math.nan
+    implausible_readings: dict[str, int] = field(default_factory=dict)  # refused, by reason
 
     @property
     def rate_hz(self) -> float:

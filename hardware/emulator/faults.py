@@ -2,6 +2,13 @@
 drop whole frames of one sender (a servo that goes silent, or loses its next N replies), and hold
 a sender's next frame back until the device's next write (a late reply: ``delay_next``).
 
+Forgeries (issue 31) damage a frame so that it still passes its CRC: ``rewrite_next(sender, fn)``
+passes the next frame of ``sender`` that ``fn`` accepts through ``fn`` (the device's reply, e.g.
+``forged_present``: one servo's present values changed and every CRC sealed again), and
+``rewrite_next_in(fn)`` does the same to the next bytes the host writes to the device (its
+``PtyPort`` hands them over first: e.g. ``forged_write``, a goal that reaches the servo
+changed, with a valid CRC or without one); ``frames_rewritten`` counts both.
+
 Applied per ``write`` of the emulator (one frame, packet or reply), so ``writes_affected`` counts
 the frames that left the device damaged: the number a driver must account for. Frame faults need
 a ``split`` function that cuts one write into ``(sender, frame)`` pieces (the servo chain's is
@@ -21,6 +28,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from twin.hardware.errors import InvalidArgumentError
+from twin.hardware.protocols.crc import crc16_dynamixel
+from twin.hardware.protocols.dynamixel_packet import STUFF_PATTERN, fill_block_crcs
+from twin.hardware.protocols.dynamixel_table import (
+    BROADCAST_ID,
+    PRESENT_BLOCK_LENGTH,
+    STATUS_INSTRUCTION,
+    Instruction,
+    Register,
+)
 
 
 @dataclass
@@ -35,11 +51,14 @@ class FaultStats:
     writes_affected: int = 0
     frames_dropped: int = 0
     frames_delayed: int = 0
+    frames_rewritten: int = 0
 
 
 #: Cuts one write into ``(sender, frame)`` pieces, in order; ``sender`` is ``None`` for bytes that
 #: belong to no frame.
 FrameSplitter = Callable[[bytes], list[tuple[int | None, bytes]]]
+#: A forgery: the bytes to send instead of a frame (or of a host write), or None to leave it be.
+Rewrite = Callable[[bytes], bytes | None]
 
 
 def dynamixel_status_frames(data: bytes) -> list[tuple[int | None, bytes]]:
@@ -81,6 +100,11 @@ class FaultInjector:
         self._frame_drops: dict[int, int] = {}  # sender -> frames still to drop (-1: all)
         self._frame_holds: dict[int, int] = {}  # sender -> frames still to hold back
         self._held = b""  # frames held back, sent ahead of the next write
+        self._rewrites: dict[int, Rewrite] = {}  # sender -> forgery of its next frame
+        self._rewrite_in: Rewrite | None = None  # forgery of the host's next writes
+        self._rewrites_in_left = 0
+        #: Whether a forgery of the host's bytes is set (``PtyPort``'s lock-free check).
+        self.armed_in = False
         self.corrupt_rate = self.drop_rate = self.delay_s = 0.0
         #: Whether any fault is set (``active``): the devices' lock-free check (module doc).
         self.armed = False
@@ -130,11 +154,47 @@ class FaultInjector:
             self._frame_holds[sender] = n
             self._rearm()
 
+    def rewrite_next(self, sender: int, fn: Rewrite) -> None:
+        """Send the next frame of ``sender`` that ``fn`` rewrites (returns bytes for) as ``fn``
+        rewrote it; frames it leaves (None) pass unchanged and keep it armed."""
+        self._need_split()
+        with self._lock:
+            self._rewrites[sender] = fn
+            self._rearm()
+
+    def rewrite_next_in(self, fn: Rewrite, n: int = 1) -> None:
+        """Hand the device, instead of each of the next ``n`` host writes that ``fn`` rewrites,
+        what ``fn`` returns (a damaged instruction; ``apply_in``)."""
+        if not (isinstance(n, int) and n >= 1):
+            raise InvalidArgumentError(f"rewrite_next_in needs a number of writes >= 1, got {n!r}")
+        with self._lock:
+            self._rewrite_in, self._rewrites_in_left = fn, n
+            self.armed_in = True
+
+    def apply_in(self, data: bytes) -> bytes:
+        """The bytes the device reads for the host's ``data`` (module doc)."""
+        with self._lock:
+            fn = self._rewrite_in
+            out = None if fn is None else fn(data)
+            if out is None:
+                return data
+            self._rewrites_in_left -= 1
+            if not self._rewrites_in_left:
+                self._rewrite_in, self.armed_in = None, False
+            self.stats.frames_rewritten += 1
+            return out
+
+    @property
+    def rewrites_pending(self) -> int:
+        """Forgeries set and not yet applied (outgoing frames and the host's bytes)."""
+        return len(self._rewrites) + (self._rewrite_in is not None)
+
     def restore(self, sender: int) -> None:
         """Let the frames of ``sender`` through again."""
         with self._lock:
             self._frame_drops.pop(sender, None)
             self._frame_holds.pop(sender, None)
+            self._rewrites.pop(sender, None)
             self._rearm()
 
     def take_frame_drop(self, sender: int) -> bool:
@@ -183,6 +243,7 @@ class FaultInjector:
             or self.delay_s > 0
             or bool(self._frame_drops)
             or bool(self._frame_holds)
+            or bool(self._rewrites)
             or bool(self._held)
         )
 
@@ -195,6 +256,11 @@ class FaultInjector:
         kept for the next write; lock held)."""
         kept, dropped = [], False
         for sender, frame in self._split(data):
+            forge = self._rewrites.get(sender)
+            if forge is not None and (forged := forge(frame)) is not None:
+                del self._rewrites[sender]
+                self.stats.frames_rewritten += 1
+                frame, dropped = forged, True
             if self._frame_holds.get(sender, 0):
                 dropped = True
                 self.stats.frames_delayed += 1
@@ -231,7 +297,7 @@ class FaultInjector:
         s.writes += 1
         s.bytes_in += len(data)
         framed = False
-        if (self._frame_drops or self._frame_holds) and data:
+        if (self._frame_drops or self._frame_holds or self._rewrites) and data:
             data, framed = self._filter_frames(data)
             if framed:
                 s.writes_affected += 1
@@ -250,3 +316,90 @@ class FaultInjector:
         if (k or d) and not framed:
             s.writes_affected += 1
         return (arr[~drop].tobytes() if d else arr.tobytes()), bool(k or d or framed)
+
+
+# --- forgeries of DYNAMIXEL frames that pass their CRC (``rewrite_next``, ``rewrite_next_in``) ----
+
+_PRESENT_FIELDS = {"current": (0, 2), "velocity": (2, 4), "position": (6, 4)}  # offset, size
+
+
+def _set_present(data: bytearray, at: int, values: dict[str, int]) -> None:
+    for name, value in values.items():
+        offset, size = _PRESENT_FIELDS[name]
+        data[at + offset : at + offset + size] = int(value).to_bytes(size, "little", signed=True)
+
+
+def forged_present(pid: int, **values: int) -> Rewrite:
+    """A forgery of the answer to the cycle's read: servo ``pid``'s Present ``position``,
+    ``velocity`` and/or ``current`` (raw register values) replaced and every CRC sealed again,
+    in a FAST_SYNC_READ's aggregate status (sender 0xFE: its block's and every later block's
+    CRC) or in a status packet of the present block (sender ``pid``). Other frames, or a result
+    with the stuffing pattern, are left be."""
+    unknown = set(values) - set(_PRESENT_FIELDS)
+    if unknown or not values:
+        raise InvalidArgumentError(
+            f"forged_present takes position, velocity and/or current, got {sorted(values)}"
+        )
+    block = 2 + PRESENT_BLOCK_LENGTH + 2  # ERR, ID, data, CRC
+
+    def forge(frame: bytes) -> bytes | None:
+        if len(frame) < 11 or frame[7] != STATUS_INSTRUCTION:
+            return None
+        out = bytearray(frame)
+        if frame[4] == BROADCAST_ID and (len(frame) - 8) % block == 0:
+            ends = list(range(8 + 2 + PRESENT_BLOCK_LENGTH, len(frame), block))
+            hits = [e for e in ends if frame[e - PRESENT_BLOCK_LENGTH - 1] == pid]
+            if not hits:
+                return None
+            _set_present(out, hits[0] - PRESENT_BLOCK_LENGTH, values)
+            fill_block_crcs(out, ends)
+        elif frame[4] == pid and len(frame) == 11 + PRESENT_BLOCK_LENGTH:
+            _set_present(out, 9, values)
+            crc = crc16_dynamixel(bytes(out[:-2]))
+            out[-2:] = bytes((crc & 0xFF, crc >> 8))
+        else:
+            return None
+        return None if STUFF_PATTERN in out[8:] else bytes(out)
+
+    return forge
+
+
+def forged_write(reg: Register, pid: int, value: int, *, reseal: bool = True) -> Rewrite:
+    """A forgery of the host's next write of ``reg`` to servo ``pid`` (its entry in a
+    SYNC_WRITE of ``reg``, or a WRITE of ``reg`` to it): the value becomes ``value`` on the way
+    in. ``reseal``: the CRC sealed again (the servo takes the other value, and acknowledges a
+    WRITE); otherwise the packet fails its CRC and the servos drop it (the write is lost)."""
+    want = int(value).to_bytes(reg.size, "little", signed=reg.signed)
+    head = reg.address.to_bytes(2, "little")
+
+    def entry(frame: bytes) -> int | None:
+        """Where ``pid``'s value starts in ``frame``, if it writes ``reg`` to it."""
+        if len(frame) < 12 + reg.size or STUFF_PATTERN in frame[7:]:
+            return None
+        if frame[4] == pid and frame[7] == Instruction.WRITE and frame[8:10] == head:
+            return 10 if len(frame) == 12 + reg.size else None
+        if frame[4] != BROADCAST_ID or frame[7] != Instruction.SYNC_WRITE or frame[8:10] != head:
+            return None
+        if int.from_bytes(frame[10:12], "little") != reg.size:
+            return None
+        for at in range(12, len(frame) - 2, 1 + reg.size):
+            if frame[at] == pid:
+                return at + 1
+        return None
+
+    def forge(data: bytes) -> bytes | None:
+        pieces = dynamixel_status_frames(data)  # instruction packets frame the same way
+        for k, (sender, frame) in enumerate(pieces):
+            at = entry(frame)
+            if at is None:
+                continue
+            out = bytearray(frame)
+            out[at : at + reg.size] = want
+            if reseal:
+                crc = crc16_dynamixel(bytes(out[:-2]))
+                out[-2:] = bytes((crc & 0xFF, crc >> 8))
+            pieces[k] = (sender, bytes(out))
+            return b"".join(f for _, f in pieces)
+        return None
+
+    return forge

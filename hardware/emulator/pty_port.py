@@ -216,6 +216,8 @@ class PtyPort:
                     data = b""
                 if data:
                     self._set_client(True)
+                    if self.faults is not None and self.faults.armed_in:  # a forged instruction
+                        data = self.faults.apply_in(data)
                     self._on_data(data)
                     continue
             if mask & (select.POLLHUP | select.POLLERR):
