@@ -15,6 +15,7 @@ order of ``robot.model.joint_names``.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 import math
 import operator
@@ -24,7 +25,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from twin.safety import limits_for
+from twin import events
+from twin.safety import TargetRamp, VelocityEvent, VelocityWatch, limits_for
 
 if TYPE_CHECKING:
     from twin.kinematics.model import ArmModel
@@ -44,6 +46,10 @@ class Health(enum.IntFlag):
     FAULT = enum.auto()  # a device reports an error (servo hardware error, sensor status)
     DISCONNECTED = enum.auto()  # a port is gone; commands are refused until it returns
     WATCHDOG = enum.auto()  # no command within the watchdog time: holding position
+
+
+#: Health in which a backend holds the arm with its own command (rule 6 steps aside).
+_NOT_DRIVEN = Health.WATCHDOG | Health.DISCONNECTED | Health.JOINTS_STALE
 
 
 class FtStatus(enum.IntFlag):
@@ -437,6 +443,9 @@ class Robot(abc.ABC):
     #: Whether ``write`` holds commands inside the joint limits (``twin.safety``). Always on for
     #: a robot a user drives; off only for a sim used as a device emulator's plant (raw physics).
     limits_enforced: bool = True
+    #: Whether this backend's ``step`` calls ``_before_step`` (rule 6 of ``twin.safety``: the
+    #: ``q_des`` ramp and the velocity watch). Only then does ``write`` limit the target's rate.
+    ramps_targets: bool = False
 
     @abc.abstractmethod
     def read(self) -> RobotState:
@@ -455,7 +464,67 @@ class Robot(abc.ABC):
         model = self.model
         limits = limits_for(model) if self.limits_enforced else None
         checked = command.validated(model.joint_names, model.effort_limits, limits)
-        self._apply(checked)
+        if limits is None or not self.ramps_targets:
+            self._apply(checked)
+            return
+        ramp = self._rate_rules()[0]
+        saved = ramp.ref, ramp.target
+        now = ramp.limit(checked, lambda: self.read().q)
+        try:
+            self._apply(now)
+        except BaseException:
+            ramp.ref, ramp.target = saved  # refused: the previous command stays in force
+            raise
+        ramp.accept(now, checked)
+
+    def _rate_rules(self) -> tuple[TargetRamp, VelocityWatch]:
+        """This robot's ramp of ``q_des`` and velocity watch (``twin.safety`` rule 6)."""
+        rules = self.__dict__.get("_rate")
+        if rules is None:
+            model = self.model
+            limits = limits_for(model)
+            rules = self.__dict__["_rate"] = (
+                TargetRamp(model, limits, self.control_period_s),
+                VelocityWatch(limits, model.joint_names),
+            )
+        return rules
+
+    def _before_step(self) -> None:
+        """Rule 6 at the start of each ``step()`` of a backend with ``ramps_targets``: check the
+        measured joint speeds (a velocity-limit event per excursion, ``twin.events``), then move
+        a ramped ``q_des`` one period on. A ramp step the backend refuses (a fault, a lost port:
+        it holds the arm itself) ends the ramp; the next command starts from the measured
+        position."""
+        if not self.limits_enforced:
+            return
+        ramp, watch = self._rate_rules()
+        state = self.read()
+        qd = state.qd.tolist()
+        for event in watch.check(state.t_us, qd):
+            events.publish("safety", "velocity_limit", **dataclasses.asdict(event))
+        if state.health & _NOT_DRIVEN:  # the backend holds the arm itself
+            ramp.forget()
+            return
+        now = ramp.advance(state.q.tolist(), qd)
+        if now is None:
+            return
+        try:
+            self._apply(now)
+        except Exception:  # the backend refused it and holds: its own health says why
+            ramp.forget()
+            return
+        ramp.ref = now.rows[0].tolist()
+
+    def velocity_events(self) -> tuple[VelocityEvent, ...]:
+        """Every velocity-limit excursion measured so far (``twin.safety.VelocityWatch``)."""
+        rules = self.__dict__.get("_rate")
+        return () if rules is None else tuple(rules[1].events)
+
+    def _forget_ramp(self) -> None:
+        """The next command ramps from the measured position (a backend's reset, reconnection)."""
+        rules = self.__dict__.get("_rate")
+        if rules is not None:
+            rules[0].forget()
 
     @abc.abstractmethod
     def _apply(self, command: JointCommand) -> None:

@@ -29,6 +29,19 @@ backend code. The limits come from the URDF (``ArmModel``): position ``lower``/`
    cycle of the serial backend's host-side current mode (its servo-side mode refuses such
    commands).
 
+6. **Target rate** (per robot, ``TargetRamp``; on every backend whose ``step`` advances it):
+   ``q_des`` moves at most ``velocity_limits * control_period_s`` per control period from the
+   previous limited target. A written ``q_des`` farther away is reached along a ramp at the
+   velocity limit, one period's step per ``step()``: the command stays in force (and the
+   watchdog fed) until the ramp reaches it. A caller whose ``q_des`` already moves within the
+   limits (the planner's time-parameterised trajectories) is never changed; a policy that
+   steps ``q_des`` by 0.25 rad at 25 Hz is slowed to the limits. The rule limits the target,
+   not the joint: the law tracking a ramp overshoots its speed by the loop's own overshoot
+   (about 10 % for the shipped policies' gains, damping ratio 0.5-0.6), and a push or a fault
+   can do more. ``VelocityWatch`` therefore measures the joint speeds every period and
+   reports each excursion above ``velocity_limits * (1 + VELOCITY_MARGIN)`` as a
+   velocity-limit event (``twin.events``: source ``safety``, kind ``velocity_limit``).
+
 What the rules do not bound: the transient of the user's own loop. A step into a limit with
 an under-damped ``kp``/``kd`` overshoots the soft limit by the loop's overshoot (the margin
 absorbs a few per cent; the sim's URDF joints have hard stops, a real arm its end stops).
@@ -40,6 +53,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,6 +61,12 @@ import numpy as np
 if TYPE_CHECKING:
     from twin.kinematics.model import ArmModel
 
+#: Rule 6: the measured joint speed may exceed the URDF velocity limit by this share (tracking
+#: overshoot of a ramp at the limit) before ``VelocityWatch`` reports a velocity-limit event.
+VELOCITY_MARGIN = 0.25
+#: Rule 6: the speed the law may aim for, ``qd_des + kp/kd (q_des - q)``, as a share above the
+#: URDF limit (headroom for a time-parameterised trajectory at the limit to catch up a lag).
+LAW_SPEED_MARGIN = 0.0
 #: Distance (rad) inside each URDF position limit where commands stop.
 SOFT_MARGIN_RAD = 0.02
 #: Stiffness of the rule-5 wall per unit of the command's damping: ``kw = WALL_RATE_PER_S * kd``
@@ -198,3 +218,130 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     a = np.array(a, dtype=float)
     a.flags.writeable = False
     return a
+
+
+class TargetRamp:
+    """Rule 6 for one robot: the rate of ``q_des`` and the law's speed (module doc).
+
+    ``limit`` takes each validated command (the *target*) and returns the one to apply now;
+    ``advance`` (at every ``step()``, with the measured state) returns the next period's
+    command when it differs from the one in force. ``ref`` (n,) rad is the ``q_des`` in force
+    (None before the first command: the measured position).
+    """
+
+    def __init__(self, model: ArmModel, limits: JointLimits, period_s: float):
+        self.model, self.limits, self.names = model, limits, model.joint_names
+        self.step_rad = np.minimum(limits.velocity * period_s, _FAR).tolist()
+        self.speed = np.minimum(limits.velocity * (1.0 + LAW_SPEED_MARGIN), _FAR).tolist()
+        self.ref: list[float] | None = None
+        self.target = None  # the validated command in force (limited until reached), or None
+
+    def limit(self, command, q_now):
+        """The command to apply now for ``command`` (a validated ``JointCommand``): its
+        ``q_des`` one period's step at most from ``ref`` (or from ``q_now()`` (n,) rad)."""
+        if self.ref is None:
+            self.ref = np.asarray(q_now(), float).tolist()
+        return self._towards(command, self.ref, None, None)
+
+    def advance(self, q: list[float], qd: list[float]):
+        """The command for the coming period, from the measured ``q`` (n,) rad (``qd`` unused
+        but for the signature of a reading), or None when the one in force stays."""
+        target = self.target
+        if target is None:
+            return None
+        now = self._towards(target, self.ref, q, target.rows[1].tolist())
+        return None if now.rows[0].tolist() == self.ref else now
+
+    def accept(self, now, target) -> None:
+        """``now`` is in force (``ref`` its ``q_des``), on the way to ``target``."""
+        self.ref, self.target = now.rows[0].tolist(), target
+
+    def forget(self) -> None:
+        """Start afresh from the measured position (after a reset, a fault, a hold)."""
+        self.ref = self.target = None
+
+    def _towards(self, command, ref: list[float], q, qd_des):
+        """``command`` with its ``q_des`` limited: within one period's step of ``ref`` and, with
+        a measured ``q``, so that the speed the law aims for stays within ``speed`` on every
+        joint with ``kp, kd > 0`` (a joint without damping: the step only). That speed is
+        ``qd_des + (tau_ff - g(q) + kp (q_des - q)) / kd``: the law's torque beyond what holds
+        the arm against gravity (the URDF's, ``g``), over the damping, as in Khatib's velocity
+        saturation."""
+        rows = command.rows
+        want = rows[0].tolist()
+        lim = [min(max(a, r - s), r + s) for a, r, s in zip(want, ref, self.step_rad)]
+        if q is not None:
+            load = (rows[2] - _gravity(self.model, q)).tolist()  # tau_ff - g(q), N m
+            for j, (p, d) in enumerate(zip(rows[3].tolist(), rows[4].tolist())):
+                if p > 0.0 and d > 0.0:
+                    low = q[j] + (d * (-self.speed[j] - qd_des[j]) - load[j]) / p
+                    high = q[j] + (d * (self.speed[j] - qd_des[j]) - load[j]) / p
+                    lim[j] = min(max(lim[j], low), high)
+        if lim == want:
+            return command
+        out = rows.copy()
+        out[0] = lim
+        from twin.robot import JointCommand  # (twin.robot imports this module)
+
+        return JointCommand.from_rows(out).validated(self.names, self.limits.effort, self.limits)
+
+
+def _gravity(model: ArmModel, q: list[float]) -> np.ndarray:
+    """(n,) N m that hold the arm still at ``q`` (n,) rad against gravity (the URDF's masses)."""
+    from twin.kinematics.gravity import gravity_torques  # (the kinematics import twin.robot)
+
+    return gravity_torques(model, np.asarray(q, float))
+
+
+class VelocityWatch:
+    """Rule 6's check on the motion: measured joint speeds against the URDF velocity limits
+    plus ``VELOCITY_MARGIN``; one event per excursion per joint (re-armed once the joint is
+    back within its limit)."""
+
+    def __init__(self, limits: JointLimits, joint_names: tuple[str, ...], margin: float = VELOCITY_MARGIN):
+        self.names = joint_names
+        self.limit_rad_s = limits.velocity.tolist()
+        self.bound = (limits.velocity * (1.0 + margin)).tolist()
+        self.events: list[VelocityEvent] = []
+        self._over: dict[int, VelocityEvent] = {}
+
+    def check(self, t_us: int, qd) -> list[VelocityEvent]:
+        """The excursions that start at this reading ``qd`` (n,) rad/s at ``t_us``; the peaks
+        of those under way are updated."""
+        started = []
+        for j, (v, b, lim) in enumerate(zip(qd, self.bound, self.limit_rad_s)):
+            speed = abs(v)
+            event = self._over.get(j)
+            if event is not None:
+                if speed <= lim:
+                    del self._over[j]
+                elif speed > event.peak_rad_s:
+                    event.peak_rad_s, event.peak_t_us = speed, t_us
+            elif speed > b:  # (nan compares False: an unreadable speed is not an excursion)
+                event = VelocityEvent(self.names[j], j, t_us, speed, t_us, lim, b)
+                self._over[j] = event
+                self.events.append(event)
+                started.append(event)
+        return started
+
+
+@dataclass
+class VelocityEvent:
+    """A joint measured faster than its URDF velocity limit plus the margin: from ``t_us``,
+    peak ``peak_rad_s`` at ``peak_t_us``; ``limit_rad_s`` the URDF limit, ``bound_rad_s`` the
+    limit with the margin."""
+
+    joint: str
+    index: int
+    t_us: int
+    peak_rad_s: float
+    peak_t_us: int
+    limit_rad_s: float
+    bound_rad_s: float
+
+    def line(self) -> str:
+        """One line for a report."""
+        return (
+            f"joint {self.joint} at {self.peak_rad_s:.2f} rad/s (limit {self.limit_rad_s:.3f}, "
+            f"bound {self.bound_rad_s:.3f}) at t = {self.peak_t_us / 1e6:.3f} s"
+        )
