@@ -479,11 +479,11 @@ class Robot(abc.ABC):
 
     def _rate_rules(self) -> tuple[TargetRamp, VelocityWatch]:
         """This robot's ramp of ``q_des`` and velocity watch (``twin.safety`` rule 6)."""
-        rules = self.__dict__.get("_rate")
+        rules = self.__dict__.get("_speed_rules")
         if rules is None:
             model = self.model
             limits = limits_for(model)
-            rules = self.__dict__["_rate"] = (
+            rules = self.__dict__["_speed_rules"] = (
                 TargetRamp(model, limits, self.control_period_s),
                 VelocityWatch(limits, model.joint_names),
             )
@@ -517,12 +517,12 @@ class Robot(abc.ABC):
 
     def velocity_events(self) -> tuple[VelocityEvent, ...]:
         """Every velocity-limit excursion measured so far (``twin.safety.VelocityWatch``)."""
-        rules = self.__dict__.get("_rate")
+        rules = self.__dict__.get("_speed_rules")
         return () if rules is None else tuple(rules[1].events)
 
     def _forget_ramp(self) -> None:
         """The next command ramps from the measured position (a backend's reset, reconnection)."""
-        rules = self.__dict__.get("_rate")
+        rules = self.__dict__.get("_speed_rules")
         if rules is not None:
             rules[0].forget()
 
