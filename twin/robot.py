@@ -364,6 +364,11 @@ class CommandWatchdog:
     def feed(self, t_us: int) -> None:
         self._last_us = t_us
 
+    @property
+    def last_us(self) -> int | None:
+        """When the last command arrived (``feed``), or None before the first."""
+        return self._last_us
+
     def expired(self, t_us: int) -> bool:
         if self.timeout_us is None or self._last_us is None:
             return False
@@ -508,11 +513,16 @@ class Robot(abc.ABC):
         now = ramp.advance(state.q.tolist(), qd)
         if now is None:
             return
+        dog = getattr(self, "_watchdog", None)  # the backends' CommandWatchdog, if any
+        fed = dog.last_us if isinstance(dog, CommandWatchdog) else None
         try:
             self._apply(now)
         except Exception:  # the backend refused it and holds: its own health says why
             ramp.forget()
             return
+        finally:
+            if fed is not None:  # a ramp step is not a command: the watchdog counts on
+                dog.feed(fed)
         ramp.ref = now.rows[0].tolist()
 
     def velocity_events(self) -> tuple[VelocityEvent, ...]:
