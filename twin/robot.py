@@ -505,7 +505,7 @@ class Robot(abc.ABC):
         ramp, watch = self._rate_rules()
         state = self.read()
         qd = state.qd.tolist()
-        for event in watch.check(state.t_us, qd):
+        for event in watch.check(state.t_us, state.q.tolist()):
             events.publish("safety", "velocity_limit", **dataclasses.asdict(event))
         if state.health & _NOT_DRIVEN:  # the backend holds the arm itself
             ramp.forget()
@@ -535,6 +535,7 @@ class Robot(abc.ABC):
         rules = self.__dict__.get("_speed_rules")
         if rules is not None:
             rules[0].forget()
+            rules[1].restart()
 
     @abc.abstractmethod
     def _apply(self, command: JointCommand) -> None:

@@ -51,6 +51,7 @@ never moves the arm, not even out of the margin.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import math
@@ -66,11 +67,17 @@ if TYPE_CHECKING:
 #: Rule 6: the measured joint speed may exceed the URDF velocity limit by this share (tracking
 #: overshoot of a ramp at the limit) before ``VelocityWatch`` reports a velocity-limit event.
 VELOCITY_MARGIN = 0.25
+#: Rule 6: a joint's measured speed is its displacement over this window of readings (s).
+VELOCITY_WINDOW_S = 0.02
 #: Rule 6: the speed the law may aim for is the URDF limit plus this share of the command's own
 #: ``|qd_des|``: headroom for a time-parameterised trajectory at the limit to catch up a lag
 #: (0.2: the planner's tracking figures are bit for bit those without rule 6; 0.1 made them
 #: worse by 1-4 %); a policy that commands positions alone (``qd_des = 0``) gets none.
 LAW_SPEED_MARGIN = 0.2
+#: Rule 6: joints whose law has a damping ratio below this (on the URDF's inertia at the measured
+#: configuration) get the law-speed bound; better-damped ones follow the ramp with a speed
+#: overshoot below 5 % (a second-order loop's step overshoot at ratio 0.7 is 4.6 %).
+DAMPING_RATIO_BOUNDED = 0.7
 #: Distance (rad) inside each URDF position limit where commands stop.
 SOFT_MARGIN_RAD = 0.02
 #: Stiffness of the rule-5 wall per unit of the command's damping: ``kw = WALL_RATE_PER_S * kd``
@@ -266,18 +273,21 @@ class TargetRamp:
 
     def _towards(self, command, ref: list[float], q, qd_des):
         """``command`` with its ``q_des`` limited: within one period's step of ``ref`` and, with
-        a measured ``q``, so that the speed the law aims for stays within ``speed`` on every
-        joint with ``kp, kd > 0`` (a joint without damping: the step only). That speed is
-        ``qd_des + (tau_ff - g(q) + kp (q_des - q)) / kd``: the law's torque beyond what holds
-        the arm against gravity (the URDF's, ``g``), over the damping, as in Khatib's velocity
-        saturation."""
+        a measured ``q``, on every joint whose loop is under-damped (``_underdamped``), so that
+        the speed the law aims for stays within the limit plus ``LAW_SPEED_MARGIN |qd_des|``.
+        That speed is ``qd_des + (tau_ff - g(q) + kp (q_des - q)) / kd``: the law's torque beyond
+        what holds the arm against gravity (the URDF's, ``g``), over its damping, as in Khatib's
+        velocity saturation."""
         rows = command.rows
         want = rows[0].tolist()
         lim = [min(max(a, r - s), r + s) for a, r, s in zip(want, ref, self.step_rad)]
         if q is not None:
-            load = (rows[2] - _gravity(self.model, q)).tolist()  # tau_ff - g(q), N m
-            for j, (p, d) in enumerate(zip(rows[3].tolist(), rows[4].tolist())):
-                if p > 0.0 and d > 0.0:
+            bounded = self._underdamped(q, rows[3], rows[4])
+            if bounded:
+                load = (rows[2] - self._dynamics.gravity_torques(np.asarray(q))).tolist()
+                kp, kd = rows[3].tolist(), rows[4].tolist()
+                for j in bounded:
+                    p, d = kp[j], kd[j]
                     v = self.speed[j] + LAW_SPEED_MARGIN * abs(qd_des[j])
                     low = q[j] + (d * (-v - qd_des[j]) - load[j]) / p
                     high = q[j] + (d * (v - qd_des[j]) - load[j]) / p
@@ -290,44 +300,76 @@ class TargetRamp:
 
         return JointCommand.from_rows(out).validated(self.names, self.limits.effort, self.limits)
 
+    def _underdamped(self, q: list[float], kp: np.ndarray, kd: np.ndarray) -> list[int]:
+        """The joints whose law, on the URDF's inertia ``M_jj`` at ``q`` (n,) rad, has a damping
+        ratio ``kd / (2 sqrt(kp M_jj))`` below ``DAMPING_RATIO_BOUNDED`` (``kp > 0``; with
+        ``kd = 0`` the ratio is 0, but the bound needs damping: such a joint has the step
+        only). A better-damped loop follows the ramp without speed overshoot worth bounding."""
+        damped = (kp > 0.0) & (kd > 0.0)
+        if not damped.any():
+            return []
+        m = np.diagonal(self._dynamics.mass_matrix(np.asarray(q)))
+        stiff = 4.0 * DAMPING_RATIO_BOUNDED**2 * kp * m  # ratio < b  <=>  kd^2 < 4 b^2 kp M_jj
+        return np.flatnonzero(damped & (stiff > kd * kd)).tolist()
 
-def _gravity(model: ArmModel, q: list[float]) -> np.ndarray:
-    """(n,) N m that hold the arm still at ``q`` (n,) rad against gravity (the URDF's masses)."""
-    from twin.kinematics.gravity import gravity_torques  # (the kinematics import twin.robot)
+    @functools.cached_property
+    def _dynamics(self):
+        """The URDF's rigid-body dynamics (gravity torques, mass matrix)."""
+        from twin.dynamics import ArmDynamics  # (the dynamics import twin.robot)
 
-    return gravity_torques(model, np.asarray(q, float))
+        return ArmDynamics(self.model)
 
 
 class VelocityWatch:
-    """Rule 6's check on the motion: measured joint speeds against the URDF velocity limits
-    plus ``VELOCITY_MARGIN``; one event per excursion per joint (re-armed once the joint is
-    back within its limit)."""
+    """Rule 6's check on the motion: each joint's measured speed, its displacement over the last
+    ``VELOCITY_WINDOW_S`` of readings (so a staircase of per-period targets and an encoder
+    tick do not count as speed), against the URDF velocity limit plus ``VELOCITY_MARGIN``; one
+    event per excursion per joint (re-armed once the joint is back within its limit)."""
 
-    def __init__(self, limits: JointLimits, joint_names: tuple[str, ...], margin: float = VELOCITY_MARGIN):
+    def __init__(
+        self, limits: JointLimits, joint_names: tuple[str, ...], margin: float = VELOCITY_MARGIN
+    ):
         self.names = joint_names
         self.limit_rad_s = limits.velocity.tolist()
         self.bound = (limits.velocity * (1.0 + margin)).tolist()
         self.events: list[VelocityEvent] = []
         self._over: dict[int, VelocityEvent] = {}
+        self._window_us = round(VELOCITY_WINDOW_S * 1e6)
+        self._history: collections.deque[tuple[int, list[float]]] = collections.deque()
 
-    def check(self, t_us: int, qd) -> list[VelocityEvent]:
-        """The excursions that start at this reading ``qd`` (n,) rad/s at ``t_us``; the peaks
-        of those under way are updated."""
+    def check(self, t_us: int, q: list[float]) -> list[VelocityEvent]:
+        """The excursions that start at the reading ``q`` (n,) rad at ``t_us``; the peaks of
+        those under way are updated."""
+        history = self._history
+        if history and t_us <= history[-1][0]:
+            return []  # no new reading (or the clock restarted: a reset)
+        history.append((t_us, q))
+        while len(history) > 2 and t_us - history[1][0] >= self._window_us:
+            history.popleft()
+        t0, q0 = history[0]
+        if t_us - t0 < self._window_us:
+            return []
+        dt = (t_us - t0) * 1e-6
         started = []
-        for j, (v, b, lim) in enumerate(zip(qd, self.bound, self.limit_rad_s)):
-            speed = abs(v)
+        for j, (a, b, bound, lim) in enumerate(zip(q, q0, self.bound, self.limit_rad_s)):
+            speed = abs(a - b) / dt
             event = self._over.get(j)
             if event is not None:
                 if speed <= lim:
                     del self._over[j]
                 elif speed > event.peak_rad_s:
                     event.peak_rad_s, event.peak_t_us = speed, t_us
-            elif speed > b:  # (nan compares False: an unreadable speed is not an excursion)
-                event = VelocityEvent(self.names[j], j, t_us, speed, t_us, lim, b)
+            elif speed > bound:  # (nan compares False: an unreadable joint is not an excursion)
+                event = VelocityEvent(self.names[j], j, t_us, speed, t_us, lim, bound)
                 self._over[j] = event
                 self.events.append(event)
                 started.append(event)
         return started
+
+    def restart(self) -> None:
+        """Forget the readings (a teleport, a reset): speeds are measured afresh."""
+        self._history.clear()
+        self._over.clear()
 
 
 @dataclass
