@@ -133,8 +133,9 @@ def test_the_law_never_aims_faster_than_the_limit_on_an_under_damped_joint(q, ta
 def test_stiff_steps_on_every_joint_stay_within_the_bound_and_still_arrive(stiff):
     """A 0.6 rad step on each joint in turn, written once and held (the command stays in force:
     the ramp brings it), with the policy's gains and 4x its stiffness (damping ratio 0.15-0.3)."""
-    from twin.kinematics.gravity import gravity_torques
     from twin.sim import PyBulletRobot
+
+    from twin.kinematics.gravity import gravity_torques
 
     with PyBulletRobot(watchdog_s=None) as robot:  # written once, in force until replaced
         for j in range(6):
@@ -242,7 +243,9 @@ def test_the_shipped_scenarios_move_within_the_velocity_limits_on_both_backends(
     assert all(r.ok for r in results), [r.failures() for r in results if not r.ok]
     tick = np.array([1.0 / j.ticks_per_rad for j in emulator_config().joints])
     for r in results:
-        states = {m.data["t_us"]: m.data["q"] for m in read_recording(r.recording).on("/robot/state")}
+        states = {
+            m.data["t_us"]: m.data["q"] for m in read_recording(r.recording).on("/robot/state")
+        }
         t = np.array(sorted(states)) * 1e-6
         q = np.array([states[k] for k in sorted(states)], float)
         assert len(t) > 100, r.id

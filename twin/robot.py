@@ -462,9 +462,12 @@ class Robot(abc.ABC):
 
         The limits (``twin.safety``, the same on every backend): ``q_des`` clamped to the URDF
         limits moved 0.02 rad inwards, ``qd_des`` and ``tau_ff`` to the velocity and effort
-        limits, a feed-forward that would push a joint past a limit cut. Raises ``ValueError``
-        (naming joint and field) for a wrong shape or a non-finite value; the previous command
-        then stays in force.
+        limits, a feed-forward that would push a joint past a limit cut; on a backend with
+        ``ramps_targets``, ``q_des`` also moves at most one period's step at the velocity limits
+        and, on an under-damped joint, no faster than the law can hold to them (rule 6: the
+        rest of a farther ``q_des`` follows at each ``step()``). Raises ``ValueError`` (naming
+        joint and field) for a wrong shape or a non-finite value; the previous command then
+        stays in force.
         """
         model = self.model
         limits = limits_for(model) if self.limits_enforced else None

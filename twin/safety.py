@@ -29,18 +29,34 @@ backend code. The limits come from the URDF (``ArmModel``): position ``lower``/`
    cycle of the serial backend's host-side current mode (its servo-side mode refuses such
    commands).
 
-6. **Target rate** (per robot, ``TargetRamp``; on every backend whose ``step`` advances it):
-   ``q_des`` moves at most ``velocity_limits * control_period_s`` per control period from the
-   previous limited target. A written ``q_des`` farther away is reached along a ramp at the
-   velocity limit, one period's step per ``step()``: the command stays in force (and the
-   watchdog fed) until the ramp reaches it. A caller whose ``q_des`` already moves within the
-   limits (the planner's time-parameterised trajectories) is never changed; a policy that
-   steps ``q_des`` by 0.25 rad at 25 Hz is slowed to the limits. The rule limits the target,
-   not the joint: the law tracking a ramp overshoots its speed by the loop's own overshoot
-   (about 10 % for the shipped policies' gains, damping ratio 0.5-0.6), and a push or a fault
-   can do more. ``VelocityWatch`` therefore measures the joint speeds every period and
-   reports each excursion above ``velocity_limits * (1 + VELOCITY_MARGIN)`` as a
-   velocity-limit event (``twin.events``: source ``safety``, kind ``velocity_limit``).
+6. **Speed on the motion** (per robot, ``TargetRamp`` and ``VelocityWatch``, on every backend
+   whose ``step`` runs ``Robot._before_step``: the sim and the serial backend). Two limits on
+   ``q_des``, re-applied at the start of every control period:
+
+   - *ramp*: ``q_des`` moves at most ``velocity_limits * control_period_s`` per period from the
+     ``q_des`` in force. A farther target is reached along a ramp at the limit, one step per
+     ``step()``; the written command stays in force meanwhile (a ramp step is not a command:
+     the watchdog counts from the caller's last ``write``).
+   - *law speed* (Khatib's velocity saturation): on a joint whose loop is under-damped on the
+     URDF's inertia at the measured ``q`` (damping ratio ``kd / (2 sqrt(kp M_jj))`` below
+     ``DAMPING_RATIO_BOUNDED``), ``q_des`` is kept where the speed the law aims for,
+     ``qd_des + (tau_ff - g(q) + kp (q_des - q)) / kd`` (``g``: the URDF's gravity torques),
+     stays within the limit plus ``LAW_SPEED_MARGIN |qd_des|``. A ramp alone lets a stiff,
+     under-damped loop lag and then overshoot (the reach policy's gains on joint 1: 2.3x the
+     limit after a 0.5 rad step); a well-damped loop follows the ramp without overshoot, and
+     is left alone because the bound assumes the law's ``kd`` is all the damping (a plant with
+     10x that viscous damping would be slowed to a tenth).
+
+   A target that moves within the limits (the planner's time-parameterised trajectories) is
+   applied unchanged: its tracking figures are bit for bit those without the rule. The reach
+   policy, which steps ``q_des`` by up to 0.25 rad at 25 Hz with stiff gains, is slowed from
+   3.7x the limit (joint 2, ``twin demo``) to about 1.2x (``policies/reach.md``). The rule limits the target, not
+   the joint: a push or a fault can still drive a joint faster, so ``VelocityWatch`` measures
+   each joint's speed (its displacement over ``VELOCITY_WINDOW_S``) every period and publishes
+   each excursion above ``velocity_limits * (1 + VELOCITY_MARGIN)`` as a velocity-limit event
+   (``twin.events``: source ``safety``, kind ``velocity_limit``; ``Robot.velocity_events()``).
+   A joint in torque or velocity control (``kp = 0``) is bounded by rule 2 alone, a joint
+   without damping (``kd = 0``) by the ramp alone.
 
 What the rules do not bound: the transient of the user's own loop. A step into a limit with
 an under-damped ``kp``/``kd`` overshoots the soft limit by the loop's overshoot (the margin
