@@ -94,6 +94,10 @@ LAW_SPEED_MARGIN = 0.2
 #: configuration) get the law-speed bound; better-damped ones follow the ramp with a speed
 #: overshoot below 5 % (a second-order loop's step overshoot at ratio 0.7 is 4.6 %).
 DAMPING_RATIO_BOUNDED = 0.7
+#: Rule 6: an under-damped joint measured faster than its law-speed cap (pushed by the other
+#: joints' motion, which the per-joint bound does not see) is braked with its damping against the
+#: excess times ``1 + OVERSPEED_GAIN`` (less where one control period could not hold it stably).
+OVERSPEED_GAIN = 4.0
 #: Distance (rad) inside each URDF position limit where commands stop.
 SOFT_MARGIN_RAD = 0.02
 #: Stiffness of the rule-5 wall per unit of the command's damping: ``kw = WALL_RATE_PER_S * kd``
@@ -258,6 +262,7 @@ class TargetRamp:
 
     def __init__(self, model: ArmModel, limits: JointLimits, period_s: float):
         self.model, self.limits, self.names = model, limits, model.joint_names
+        self.period_s = period_s
         self.step_rad = np.minimum(limits.velocity * period_s, _FAR).tolist()
         self.speed = np.minimum(limits.velocity, _FAR).tolist()
         self.ref: list[float] | None = None
@@ -276,7 +281,7 @@ class TargetRamp:
         target = self.target
         if target is None:
             return None
-        now = self._towards(target, self.ref, q, target.rows[1].tolist())
+        now = self._towards(target, self.ref, q, target.rows[1].tolist(), qd)
         return None if now.rows[0].tolist() == self.ref else now
 
     def accept(self, now, target) -> None:
@@ -287,7 +292,7 @@ class TargetRamp:
         """Start afresh from the measured position (after a reset, a fault, a hold)."""
         self.ref = self.target = None
 
-    def _towards(self, command, ref: list[float], q, qd_des):
+    def _towards(self, command, ref: list[float], q, qd_des, qd=None):
         """``command`` with its ``q_des`` limited: within one period's step of ``ref`` and, with
         a measured ``q``, on every joint whose loop is under-damped (``_underdamped``), so that
         the speed the law aims for stays within the limit plus ``LAW_SPEED_MARGIN |qd_des|``.
@@ -298,15 +303,22 @@ class TargetRamp:
         want = rows[0].tolist()
         lim = [min(max(a, r - s), r + s) for a, r, s in zip(want, ref, self.step_rad)]
         if q is not None:
-            bounded = self._underdamped(q, rows[3], rows[4])
+            bounded, m = self._underdamped(q, rows[3], rows[4])
             if bounded:
                 load = (rows[2] - self._dynamics.gravity_torques(np.asarray(q))).tolist()
                 kp, kd = rows[3].tolist(), rows[4].tolist()
                 for j in bounded:
                     p, d = kp[j], kd[j]
                     v = self.speed[j] + LAW_SPEED_MARGIN * abs(qd_des[j])
-                    low = q[j] + (d * (-v - qd_des[j]) - load[j]) / p
-                    high = q[j] + (d * (v - qd_des[j]) - load[j]) / p
+                    # a joint already faster than v (pushed by the others' motion) is braked:
+                    # its damping against the excess times 1 + gain, the gain kept to what one
+                    # period's sample can hold stably (kd (1 + gain) T / M_jj <= 1)
+                    gain = min(OVERSPEED_GAIN, m[j] / (d * self.period_s) - 1.0)
+                    over = 0.0 if qd is None else max(gain, 0.0) * (abs(qd[j]) - v)
+                    v_hi = v - over if over > 0.0 and qd[j] > 0.0 else v
+                    v_lo = v - over if over > 0.0 and qd[j] < 0.0 else v
+                    low = q[j] + (d * (-v_lo - qd_des[j]) - load[j]) / p
+                    high = q[j] + (d * (v_hi - qd_des[j]) - load[j]) / p
                     lim[j] = min(max(lim[j], low), high)
         if lim == want:
             return command
@@ -316,17 +328,20 @@ class TargetRamp:
 
         return JointCommand.from_rows(out).validated(self.names, self.limits.effort, self.limits)
 
-    def _underdamped(self, q: list[float], kp: np.ndarray, kd: np.ndarray) -> list[int]:
+    def _underdamped(
+        self, q: list[float], kp: np.ndarray, kd: np.ndarray
+    ) -> tuple[list[int], list[float]]:
         """The joints whose law, on the URDF's inertia ``M_jj`` at ``q`` (n,) rad, has a damping
         ratio ``kd / (2 sqrt(kp M_jj))`` below ``DAMPING_RATIO_BOUNDED`` (``kp > 0``; with
         ``kd = 0`` the ratio is 0, but the bound needs damping: such a joint has the step
-        only). A better-damped loop follows the ramp without speed overshoot worth bounding."""
+        only). A better-damped loop follows the ramp without speed overshoot worth bounding.
+        Also returns the URDF's joint-space inertia ``M_jj`` (n,) kg m^2 at ``q``."""
         damped = (kp > 0.0) & (kd > 0.0)
         if not damped.any():
-            return []
+            return [], []
         m = np.diagonal(self._dynamics.mass_matrix(np.asarray(q)))
         stiff = 4.0 * DAMPING_RATIO_BOUNDED**2 * kp * m  # ratio < b  <=>  kd^2 < 4 b^2 kp M_jj
-        return np.flatnonzero(damped & (stiff > kd * kd)).tolist()
+        return np.flatnonzero(damped & (stiff > kd * kd)).tolist(), m.tolist()
 
     @functools.cached_property
     def _dynamics(self):
