@@ -45,7 +45,10 @@ backend code. The limits come from the URDF (``ArmModel``): position ``lower``/`
      under-damped loop lag and then overshoot (the reach policy's gains on joint 1: 2.3x the
      limit after a 0.5 rad step); a well-damped loop follows the ramp without overshoot, and
      is left alone because the bound assumes the law's ``kd`` is all the damping (a plant with
-     10x that viscous damping would be slowed to a tenth).
+     10x that viscous damping would be slowed to a tenth). The bound sees one joint at a time;
+     a joint that the others' motion drives past it anyway (the reach policy's joint 2, to
+     1.3x, as joints 1 and 3 swing) is braked: its aim drops by ``OVERSPEED_GAIN`` times the
+     excess, which multiplies the law's damping against the excess by ``1 + OVERSPEED_GAIN``.
 
    A target that moves within the limits (the planner's time-parameterised trajectories) is
    applied unchanged: its tracking figures are bit for bit those without the rule. The reach
