@@ -97,6 +97,9 @@ LAW_SPEED_MARGIN = 0.2
 #: configuration) get the law-speed bound; better-damped ones follow the ramp with a speed
 #: overshoot below 5 % (a second-order loop's step overshoot at ratio 0.7 is 4.6 %).
 DAMPING_RATIO_BOUNDED = 0.7
+#: Rule 6: the URDF's inertia and gravity torques are recomputed once the arm has moved this far
+#: (rad, any joint) from where they were last computed.
+MODEL_TERMS_RAD = 0.01
 #: Rule 6: an under-damped joint measured faster than its law-speed cap (pushed by the other
 #: joints' motion, which the per-joint bound does not see) is braked with its damping against the
 #: excess times ``1 + OVERSPEED_GAIN`` (less where one control period could not hold it stably).
@@ -266,6 +269,7 @@ class TargetRamp:
     def __init__(self, model: ArmModel, limits: JointLimits, period_s: float):
         self.model, self.limits, self.names = model, limits, model.joint_names
         self.period_s = period_s
+        self._terms: tuple[list[float], list[float], list[float]] | None = None
         self.step_rad = np.minimum(limits.velocity * period_s, _FAR).tolist()
         self.speed = np.minimum(limits.velocity, _FAR).tolist()
         self.ref: list[float] | None = None
@@ -306,9 +310,10 @@ class TargetRamp:
         want = rows[0].tolist()
         lim = [min(max(a, r - s), r + s) for a, r, s in zip(want, ref, self.step_rad)]
         if q is not None:
-            bounded, m = self._underdamped(q, rows[3], rows[4])
+            m, gravity = self._model_terms(q)
+            bounded = self._underdamped(m, rows[3], rows[4])
             if bounded:
-                load = (rows[2] - self._dynamics.gravity_torques(np.asarray(q))).tolist()
+                load = [t - g for t, g in zip(rows[2].tolist(), gravity)]
                 kp, kd = rows[3].tolist(), rows[4].tolist()
                 for j in bounded:
                     p, d = kp[j], kd[j]
@@ -331,20 +336,31 @@ class TargetRamp:
 
         return JointCommand.from_rows(out).validated(self.names, self.limits.effort, self.limits)
 
-    def _underdamped(
-        self, q: list[float], kp: np.ndarray, kd: np.ndarray
-    ) -> tuple[list[int], list[float]]:
-        """The joints whose law, on the URDF's inertia ``M_jj`` at ``q`` (n,) rad, has a damping
-        ratio ``kd / (2 sqrt(kp M_jj))`` below ``DAMPING_RATIO_BOUNDED`` (``kp > 0``; with
-        ``kd = 0`` the ratio is 0, but the bound needs damping: such a joint has the step
-        only). A better-damped loop follows the ramp without speed overshoot worth bounding.
-        Also returns the URDF's joint-space inertia ``M_jj`` (n,) kg m^2 at ``q``."""
-        damped = (kp > 0.0) & (kd > 0.0)
-        if not damped.any():
-            return [], []
-        m = np.diagonal(self._dynamics.mass_matrix(np.asarray(q)))
-        stiff = 4.0 * DAMPING_RATIO_BOUNDED**2 * kp * m  # ratio < b  <=>  kd^2 < 4 b^2 kp M_jj
-        return np.flatnonzero(damped & (stiff > kd * kd)).tolist(), m.tolist()
+    def _model_terms(self, q: list[float]) -> tuple[list[float], list[float]]:
+        """The URDF's joint-space inertia ``M_jj`` (n,) kg m^2 and gravity torques (n,) N m at
+        ``q`` (n,) rad, computed afresh once ``q`` is ``MODEL_TERMS_RAD`` from where they last
+        were (a control cycle's budget: they change little over a few periods)."""
+        cached = self._terms
+        if cached is not None and max(map(abs, map(float.__sub__, q, cached[0]))) < MODEL_TERMS_RAD:
+            return cached[1], cached[2]
+        x = np.asarray(q, float)
+        dyn = self._dynamics
+        m, g = np.diagonal(dyn.mass_matrix(x)).tolist(), dyn.gravity_torques(x).tolist()
+        self._terms = (list(q), m, g)
+        return m, g
+
+    @staticmethod
+    def _underdamped(m: list[float], kp: np.ndarray, kd: np.ndarray) -> list[int]:
+        """The joints whose law, on the URDF's inertia ``M_jj`` (n,) kg m^2, has a damping ratio
+        ``kd / (2 sqrt(kp M_jj))`` below ``DAMPING_RATIO_BOUNDED`` (``kp > 0``; with ``kd = 0``
+        the ratio is 0, but the bound needs damping: such a joint has the step only). A
+        better-damped loop follows the ramp without speed overshoot worth bounding."""
+        b = 4.0 * DAMPING_RATIO_BOUNDED**2  # ratio < b  <=>  kd^2 < 4 b^2 kp M_jj
+        return [
+            j
+            for j, (p, d, mj) in enumerate(zip(kp.tolist(), kd.tolist(), m))
+            if p > 0.0 and d > 0.0 and b * p * mj > d * d
+        ]
 
     @functools.cached_property
     def _dynamics(self):
