@@ -7,6 +7,7 @@ reported as a velocity-limit event."""
 from __future__ import annotations
 
 import json
+import pathlib
 from dataclasses import replace
 
 import numpy as np
@@ -251,3 +252,17 @@ def test_the_shipped_scenarios_move_within_the_velocity_limits_on_both_backends(
         assert len(t) > 100, r.id
         assert_within_bound(t, q, r.id, tick_rad=tick if r.backend == "hardware" else None)
     assert not seen, velocity_summary(seen)
+
+
+# ------------------------------------------------------------------------------ what the CLI says
+def test_twin_run_and_twin_test_say_whether_the_velocity_limits_held(tmp_path):
+    from cli_helpers import clean_env, twin
+
+    run = twin("run", "--policy", "reach", "--target", "0.35", "0.1", "0.35", "--duration", "1",
+               env=clean_env(), cwd=tmp_path)  # fmt: skip
+    assert run.returncode in (0, 1), run.stderr
+    assert "velocity limits held: no joint above its URDF limit + 25%" in run.stdout.splitlines()
+    scenario = str(pathlib.Path(__file__).parents[1] / "scenarios" / "plan_around_table.toml")
+    test = twin("test", scenario, "--backend", "sim", env=clean_env(), cwd=tmp_path)
+    assert test.returncode == 0, test.stdout
+    assert "velocity limits held: no joint above its URDF limit + 25%" in test.stdout.splitlines()
