@@ -332,9 +332,8 @@ class TargetRamp:
             return command
         out = rows.copy()
         out[0] = lim
-        from twin.robot import JointCommand  # (twin.robot imports this module)
-
-        return JointCommand.from_rows(out).validated(self.names, self.limits.effort, self.limits)
+        # the command's own class (twin.robot's JointCommand, which imports this module)
+        return type(command).from_rows(out).validated(self.names, self.limits.effort, self.limits)
 
     def _model_terms(self, q: list[float]) -> tuple[list[float], list[float]]:
         """The URDF's joint-space inertia ``M_jj`` (n,) kg m^2 and gravity torques (n,) N m at
@@ -365,7 +364,7 @@ class TargetRamp:
     @functools.cached_property
     def _dynamics(self):
         """The URDF's rigid-body dynamics (gravity torques, mass matrix)."""
-        from twin.dynamics import ArmDynamics  # (the dynamics import twin.robot)
+        from twin.dynamics import ArmDynamics  # (on first use: twin.robot stays light to import)
 
         return ArmDynamics(self.model)
 
