@@ -130,6 +130,8 @@ class SerialRobot(Robot):
     the shipped example). ``clock``: real time by default; a ``ManualClock`` shared with the
     emulators gives a lock-step run."""
 
+    ramps_targets = True  # step() advances the q_des ramp (twin.safety rule 6)
+
     def __init__(
         self, config: HardwareConfig | str | Path | None = None, *, model=None, clock=None
     ) -> None:
@@ -406,6 +408,7 @@ class SerialRobot(Robot):
 
     def step(self) -> None:
         """One control period: goals out, wait for the period boundary, present values in."""
+        self._before_step()  # twin.safety rule 6: the q_des ramp and the velocity watch
         mark = self._in_cycle
         if mark is None:
             self._step()

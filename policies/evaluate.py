@@ -10,7 +10,9 @@ environment's robot is driven by the controller alone (no torch, no environment 
 control period ``controller.update(t_us)`` reads the robot, runs the ONNX graph and writes the
 joint targets when a policy period is due, and ``robot.step()`` advances the sim. An episode
 succeeds if the TCP is within 2 cm and 0.1 rad of the target after ``EPISODE_DURATION_S`` (4 s)
-of sim time. Prints a table and ends with one JSON line.
+of sim time. Each episode also measures the fastest joint against its URDF velocity limit
+(``peak_speed_ratio``: displacement over ``twin.safety.VELOCITY_WINDOW_S``, rule 6 of the safety
+layer) and counts the velocity-limit events. Prints a table and ends with one JSON line.
 
 ``--randomize``: each episode's sim arm is also randomised (link masses, joint friction and
 damping, payload: ``twin/env/randomization.py``, drawn from the episode's seed).
@@ -43,6 +45,10 @@ class EpisodeResult:
     rotation_error_rad: float
     success: bool
     time_to_tolerance_s: float | None
+    #: The fastest joint relative to its URDF velocity limit (``twin.safety`` rule 6: speed over
+    #: ``VELOCITY_WINDOW_S`` of readings), and the velocity-limit events of the episode.
+    peak_speed_ratio: float = float("nan")
+    velocity_events: int = 0
 
 
 class PolicyNotFoundError(ValueError):
@@ -87,6 +93,7 @@ def _episode(controller, commands, robot, task, seed: int, duration_s: float) ->
     """Run the controller alone on ``robot`` for ``duration_s`` toward ``task.target_pose``."""
     from twin.control import WorkerMode
     from twin.env.core import POLICY_RATE_HZ, tcp_pose7
+    from twin.safety import VELOCITY_WINDOW_S, velocity_events_seen
 
     commands.set_se3_pose("target", task.target_pose)
     if not controller.init(enable_data_collection=False, mode=WorkerMode.SYNC):
@@ -94,17 +101,24 @@ def _episode(controller, commands, robot, task, seed: int, duration_s: float) ->
     n_steps = round(duration_s / robot.control_period_s)
     per_policy_step = max(1, round(1.0 / (POLICY_RATE_HZ * robot.control_period_s)))
     reached_at = None
-    for k in range(n_steps):
-        if not controller.update(robot.read().t_us):
-            raise RuntimeError(f"controller cycle failed: {controller.fault}")
-        robot.step()
-        if (k + 1) % per_policy_step or reached_at is not None:
-            continue  # tolerance checked once per policy period, as in the env
-        if task.is_success(tcp_pose7(robot.model, robot.read().q)):
-            reached_at = (k + 1) * robot.control_period_s
+    window = max(1, round(VELOCITY_WINDOW_S / robot.control_period_s))
+    q = [robot.read().q]
+    with velocity_events_seen() as too_fast:
+        for k in range(n_steps):
+            if not controller.update(robot.read().t_us):
+                raise RuntimeError(f"controller cycle failed: {controller.fault}")
+            robot.step()
+            q.append(robot.read().q)
+            if (k + 1) % per_policy_step or reached_at is not None:
+                continue  # tolerance checked once per policy period, as in the env
+            if task.is_success(tcp_pose7(robot.model, q[-1])):
+                reached_at = (k + 1) * robot.control_period_s
     tcp = tcp_pose7(robot.model, robot.read().q)
     d, ang = task.errors(tcp)
-    return EpisodeResult(seed, d, ang, task.is_success(tcp), reached_at)
+    q = np.array(q)
+    speed = np.abs(q[window:] - q[:-window]) / (window * robot.control_period_s)  # (K, n) rad/s
+    peak = float(np.max(speed / robot.model.velocity_limits)) if len(speed) else float("nan")
+    return EpisodeResult(seed, d, ang, task.is_success(tcp), reached_at, peak, len(too_fast))
 
 
 def run_episodes(
@@ -185,6 +199,8 @@ def summarize(results: list[EpisodeResult]) -> dict:
         "rotation_error_rad_median": float(np.median(a)),
         "rotation_error_rad_p95": float(np.percentile(a, 95)),
         "time_to_tolerance_s_median": float(np.median(reached)) if reached else None,
+        "peak_speed_ratio_max": float(max(r.peak_speed_ratio for r in results)),
+        "velocity_events": int(sum(r.velocity_events for r in results)),
     }
 
 

@@ -113,6 +113,8 @@ class RobotClosedError(RuntimeError):
 class PyBulletRobot(Robot):
     """The simulated arm (module doc). Joint arrays are (6,) in ``model.joint_names`` order."""
 
+    ramps_targets = True  # step() advances the q_des ramp (twin.safety rule 6)
+
     def __init__(
         self,
         model: ArmModel | None = None,
@@ -242,6 +244,7 @@ class PyBulletRobot(Robot):
         self._imu.restart(self._t_us + 1)
         self._imu.latest = None
         self._watchdog = CommandWatchdog(self._watchdog_s)
+        self._forget_ramp()
         self._cmd = self._hold(self._q, None)
         self._holding = False
         self._push = None
@@ -287,6 +290,7 @@ class PyBulletRobot(Robot):
         command) and the joint state stays in the engine's tuples: the state's arrays are built
         once, after the last substep."""
         self._check_open()
+        self._before_step()  # the q_des ramp and the velocity watch (twin.safety rule 6)
         if not self._holding and self._watchdog.expired(self._t_us):
             self._cmd = self._hold(self._q, self._cmd)
             self._holding = True

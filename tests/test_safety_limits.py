@@ -172,7 +172,7 @@ def _gravity(robot, q: np.ndarray) -> np.ndarray:
 def test_q_des_10_rad_on_joint_1_ends_at_the_limit(arm):
     q = arm.read().q.copy()
     q[0] = 10.0
-    q1 = _drive(arm, JointCommand(q_des=q, tau_ff=_gravity(arm, q), kp=KP, kd=KD), 2.5)
+    q1 = _drive(arm, JointCommand(q_des=q, tau_ff=_gravity(arm, q), kp=KP, kd=KD), 3.5)
     assert q1[-1] == pytest.approx(HI[0], abs=2e-3)  # the soft limit, within a servo tick
     assert q1.max() < MODEL.upper[0]  # never past the URDF limit on the way
 
@@ -181,7 +181,7 @@ def test_feed_forward_pushing_a_joint_past_its_limit_stops_at_it(arm):
     q = arm.read().q.copy()
     q[0] = 2.5
     tau = _gravity(arm, q) + [EFFORT[0], 0, 0, 0, 0, 0]  # the whole effort outwards
-    q1 = _drive(arm, JointCommand(q_des=q, tau_ff=tau, kp=KP, kd=KD), 2.5)
+    q1 = _drive(arm, JointCommand(q_des=q, tau_ff=tau, kp=KP, kd=KD), 3.5)
     assert q1[-1] == pytest.approx(HI[0], abs=2e-3)
     assert q1.max() < MODEL.upper[0]
 
@@ -270,7 +270,7 @@ def test_the_watchdog_holds_a_joint_that_was_driven_into_its_limit(backend):
         cmd = JointCommand(q_des=q, tau_ff=tau, kp=KP * [0, 1, 1, 1, 1, 1], kd=KD)
         if backend == "hardware-servo":  # refuses kp = 0 with a feed-forward
             cmd = JointCommand(q_des=q + [10.0, 0, 0, 0, 0, 0], kp=KP, kd=KD)
-        q1 = _drive(robot, cmd, 2.5)
+        q1 = _drive(robot, cmd, 3.5)  # 2.95 rad at <= 1.571 rad/s, then settling
         assert q1[-1] == pytest.approx(HI[0], abs=2e-3)
         for _ in range(round(0.15 / robot.control_period_s)):  # no command: the watchdog fires
             robot.step()

@@ -47,7 +47,8 @@ def test_a_command_with_the_wall_goes_through_joint_torque():
 def test_the_reported_torque_is_the_law_at_the_state_before_the_last_physics_step():
     with PyBulletRobot(seed=1, control_period_s=0.001) as robot:
         q0 = robot.read().q
-        command = JointCommand(q_des=q0 + 0.05, kp=np.array(HOLD_KP), kd=np.array(HOLD_KD))
+        q_des = q0 + 5e-4  # within one 1 ms period's step at the velocity limits (rule 6)
+        command = JointCommand(q_des=q_des, kp=np.array(HOLD_KP), kd=np.array(HOLD_KD))
         robot.write(command)
         before = robot.read()
         robot.step()  # one physics step: tau is the law at the state read before it

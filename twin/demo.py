@@ -61,6 +61,7 @@ from twin.policies.evaluate import policy_path
 from twin.report import MovePart, MoveRecord, PolicyRecord, TraceRecorder, write_report
 from twin.report.snapshot import render_snapshot
 from twin.robot import JointCommand, Robot
+from twin.safety import velocity_events_seen, velocity_summary
 from twin.scenes import scenes_dir
 from twin.sensors import FtSensorService
 from twin.spatial.quaternion import skew
@@ -344,6 +345,10 @@ def run_demo(
     task = bar.add_task(STEP_NAMES[0], total=len(STEP_NAMES)) if bar is not None else None
 
     def record(name: str, figure: str, ok: bool, **data) -> None:
+        if too_fast:  # a joint measured beyond its velocity limit + margin during this step
+            figure, ok = f"{figure}; {velocity_summary(too_fast)}", False
+            data["velocity_events"] = list(too_fast)
+            too_fast.clear()
         steps.append(DemoStep(name, figure, ok, data))
         if print_fn is not None:
             print_fn(f"[{'ok' if ok else 'FAIL'}] {name}: {figure}")
@@ -355,6 +360,7 @@ def run_demo(
 
     sim_options = {"scene": SCENE, "seed": seed}  # what the sim simulates (ignored on hardware)
     with contextlib.ExitStack() as stack:
+        too_fast = stack.enter_context(velocity_events_seen())
         if bar is not None:
             stack.enter_context(bar)
         if robot is None:

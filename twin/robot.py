@@ -15,6 +15,7 @@ order of ``robot.model.joint_names``.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 import math
 import operator
@@ -24,8 +25,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from twin import events
 from twin.interrupts import held_signals
-from twin.safety import limits_for
+from twin.safety import TargetRamp, VelocityEvent, VelocityWatch, limits_for
 
 if TYPE_CHECKING:
     from twin.kinematics.model import ArmModel
@@ -45,6 +47,10 @@ class Health(enum.IntFlag):
     FAULT = enum.auto()  # a device reports an error (servo hardware error, sensor status)
     DISCONNECTED = enum.auto()  # a port is gone; commands are refused until it returns
     WATCHDOG = enum.auto()  # no command within the watchdog time: holding position
+
+
+#: Health in which a backend holds the arm with its own command (rule 6 steps aside).
+_NOT_DRIVEN = Health.WATCHDOG | Health.DISCONNECTED | Health.JOINTS_STALE
 
 
 class FtStatus(enum.IntFlag):
@@ -359,6 +365,11 @@ class CommandWatchdog:
     def feed(self, t_us: int) -> None:
         self._last_us = t_us
 
+    @property
+    def last_us(self) -> int | None:
+        """When the last command arrived (``feed``), or None before the first."""
+        return self._last_us
+
     def expired(self, t_us: int) -> bool:
         if self.timeout_us is None or self._last_us is None:
             return False
@@ -439,6 +450,9 @@ class Robot(abc.ABC):
     #: Whether ``write`` holds commands inside the joint limits (``twin.safety``). Always on for
     #: a robot a user drives; off only for a sim used as a device emulator's plant (raw physics).
     limits_enforced: bool = True
+    #: Whether this backend's ``step`` calls ``_before_step`` (rule 6 of ``twin.safety``: the
+    #: ``q_des`` ramp and the velocity watch). Only then does ``write`` limit the target's rate.
+    ramps_targets: bool = False
 
     @abc.abstractmethod
     def read(self) -> RobotState:
@@ -450,14 +464,83 @@ class Robot(abc.ABC):
 
         The limits (``twin.safety``, the same on every backend): ``q_des`` clamped to the URDF
         limits moved 0.02 rad inwards, ``qd_des`` and ``tau_ff`` to the velocity and effort
-        limits, a feed-forward that would push a joint past a limit cut. Raises ``ValueError``
-        (naming joint and field) for a wrong shape or a non-finite value; the previous command
-        then stays in force.
+        limits, a feed-forward that would push a joint past a limit cut; on a backend with
+        ``ramps_targets``, ``q_des`` also moves at most one period's step at the velocity limits
+        and, on an under-damped joint, no faster than the law can hold to them (rule 6: the
+        rest of a farther ``q_des`` follows at each ``step()``). Raises ``ValueError`` (naming
+        joint and field) for a wrong shape or a non-finite value; the previous command then
+        stays in force.
         """
         model = self.model
         limits = limits_for(model) if self.limits_enforced else None
         checked = command.validated(model.joint_names, model.effort_limits, limits)
-        self._apply(checked)
+        if limits is None or not self.ramps_targets:
+            self._apply(checked)
+            return
+        ramp = self._rate_rules()[0]
+        saved = ramp.ref, ramp.target
+        now = ramp.limit(checked, lambda: self.read().q)
+        try:
+            self._apply(now)
+        except BaseException:
+            ramp.ref, ramp.target = saved  # refused: the previous command stays in force
+            raise
+        ramp.accept(now, checked)
+
+    def _rate_rules(self) -> tuple[TargetRamp, VelocityWatch]:
+        """This robot's ramp of ``q_des`` and velocity watch (``twin.safety`` rule 6)."""
+        rules = self.__dict__.get("_speed_rules")
+        if rules is None:
+            model = self.model
+            limits = limits_for(model)
+            rules = self.__dict__["_speed_rules"] = (
+                TargetRamp(model, limits, self.control_period_s),
+                VelocityWatch(limits, model.joint_names),
+            )
+        return rules
+
+    def _before_step(self) -> None:
+        """Rule 6 at the start of each ``step()`` of a backend with ``ramps_targets``: check the
+        measured joint speeds (a velocity-limit event per excursion, ``twin.events``), then move
+        a ramped ``q_des`` one period on. A ramp step the backend refuses (a fault, a lost port:
+        it holds the arm itself) ends the ramp; the next command starts from the measured
+        position."""
+        if not self.limits_enforced:
+            return
+        ramp, watch = self._rate_rules()
+        state = self.read()
+        qd = state.qd.tolist()
+        for event in watch.check(state.t_us, state.q.tolist()):
+            events.publish("safety", "velocity_limit", **dataclasses.asdict(event))
+        if state.health & _NOT_DRIVEN:  # the backend holds the arm itself
+            ramp.forget()
+            return
+        now = ramp.advance(state.q.tolist(), qd)
+        if now is None:
+            return
+        dog = getattr(self, "_watchdog", None)  # the backends' CommandWatchdog, if any
+        fed = dog.last_us if isinstance(dog, CommandWatchdog) else None
+        try:
+            self._apply(now)
+        except Exception:  # the backend refused it and holds: its own health says why
+            ramp.forget()
+            return
+        finally:
+            if fed is not None:  # a ramp step is not a command: the watchdog counts on
+                dog.feed(fed)
+        ramp.ref = now.rows[0].tolist()
+
+    def velocity_events(self) -> tuple[VelocityEvent, ...]:
+        """Every velocity-limit excursion measured so far (``twin.safety.VelocityWatch``)."""
+        rules = self.__dict__.get("_speed_rules")
+        return () if rules is None else tuple(rules[1].events)
+
+    def _forget_ramp(self) -> None:
+        """The next command ramps from the measured position (a backend's reset, reconnection)."""
+        rules = self.__dict__.get("_speed_rules")
+        if rules is not None:
+            rules[0].forget()
+            rules[1].restart()
 
     @abc.abstractmethod
     def _apply(self, command: JointCommand) -> None:

@@ -29,6 +29,38 @@ backend code. The limits come from the URDF (``ArmModel``): position ``lower``/`
    cycle of the serial backend's host-side current mode (its servo-side mode refuses such
    commands).
 
+6. **Speed on the motion** (per robot, ``TargetRamp`` and ``VelocityWatch``, on every backend
+   whose ``step`` runs ``Robot._before_step``: the sim and the serial backend). Two limits on
+   ``q_des``, re-applied at the start of every control period:
+
+   - *ramp*: ``q_des`` moves at most ``velocity_limits * control_period_s`` per period from the
+     ``q_des`` in force. A farther target is reached along a ramp at the limit, one step per
+     ``step()``; the written command stays in force meanwhile (a ramp step is not a command:
+     the watchdog counts from the caller's last ``write``).
+   - *law speed* (Khatib's velocity saturation): on a joint whose loop is under-damped on the
+     URDF's inertia at the measured ``q`` (damping ratio ``kd / (2 sqrt(kp M_jj))`` below
+     ``DAMPING_RATIO_BOUNDED``), ``q_des`` is kept where the speed the law aims for,
+     ``qd_des + (tau_ff - g(q) + kp (q_des - q)) / kd`` (``g``: the URDF's gravity torques),
+     stays within the limit plus ``LAW_SPEED_MARGIN |qd_des|``. A ramp alone lets a stiff,
+     under-damped loop lag and then overshoot (the reach policy's gains on joint 1: 2.3x the
+     limit after a 0.5 rad step); a well-damped loop follows the ramp without overshoot, and
+     is left alone because the bound assumes the law's ``kd`` is all the damping (a plant with
+     10x that viscous damping would be slowed to a tenth). The bound sees one joint at a time;
+     a joint that the others' motion drives past it anyway (the reach policy's joint 2, to
+     1.3x, as joints 1 and 3 swing) is braked: its aim drops by ``OVERSPEED_GAIN`` times the
+     excess, which multiplies the law's damping against the excess by ``1 + OVERSPEED_GAIN``.
+
+   A target that moves within the limits (the planner's time-parameterised trajectories) is
+   applied unchanged: its tracking figures are bit for bit those without the rule. The reach
+   policy, which steps ``q_des`` by up to 0.25 rad at 25 Hz with stiff gains, is slowed from
+   3.7x the limit (joint 2, ``twin demo``) to about 1.2x (``policies/reach.md``). The rule limits the target, not
+   the joint: a push or a fault can still drive a joint faster, so ``VelocityWatch`` measures
+   each joint's speed (its displacement over ``VELOCITY_WINDOW_S``) every period and publishes
+   each excursion above ``velocity_limits * (1 + VELOCITY_MARGIN)`` as a velocity-limit event
+   (``twin.events``: source ``safety``, kind ``velocity_limit``; ``Robot.velocity_events()``).
+   A joint in torque or velocity control (``kp = 0``) is bounded by rule 2 alone, a joint
+   without damping (``kd = 0``) by the ramp alone.
+
 What the rules do not bound: the transient of the user's own loop. A step into a limit with
 an under-damped ``kp``/``kd`` overshoots the soft limit by the loop's overshoot (the margin
 absorbs a few per cent; the sim's URDF joints have hard stops, a real arm its end stops).
@@ -38,8 +70,12 @@ never moves the arm, not even out of the margin.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,6 +83,27 @@ import numpy as np
 if TYPE_CHECKING:
     from twin.kinematics.model import ArmModel
 
+#: Rule 6: the measured joint speed may exceed the URDF velocity limit by this share (tracking
+#: overshoot of a ramp at the limit) before ``VelocityWatch`` reports a velocity-limit event.
+VELOCITY_MARGIN = 0.25
+#: Rule 6: a joint's measured speed is its displacement over this window of readings (s).
+VELOCITY_WINDOW_S = 0.02
+#: Rule 6: the speed the law may aim for is the URDF limit plus this share of the command's own
+#: ``|qd_des|``: headroom for a time-parameterised trajectory at the limit to catch up a lag
+#: (0.2: the planner's tracking figures are bit for bit those without rule 6; 0.1 made them
+#: worse by 1-4 %); a policy that commands positions alone (``qd_des = 0``) gets none.
+LAW_SPEED_MARGIN = 0.2
+#: Rule 6: joints whose law has a damping ratio below this (on the URDF's inertia at the measured
+#: configuration) get the law-speed bound; better-damped ones follow the ramp with a speed
+#: overshoot below 5 % (a second-order loop's step overshoot at ratio 0.7 is 4.6 %).
+DAMPING_RATIO_BOUNDED = 0.7
+#: Rule 6: the URDF's inertia and gravity torques are recomputed once the arm has moved this far
+#: (rad, any joint) from where they were last computed.
+MODEL_TERMS_RAD = 0.01
+#: Rule 6: an under-damped joint measured faster than its law-speed cap (pushed by the other
+#: joints' motion, which the per-joint bound does not see) is braked with its damping against the
+#: excess times ``1 + OVERSPEED_GAIN`` (less where one control period could not hold it stably).
+OVERSPEED_GAIN = 4.0
 #: Distance (rad) inside each URDF position limit where commands stop.
 SOFT_MARGIN_RAD = 0.02
 #: Stiffness of the rule-5 wall per unit of the command's damping: ``kw = WALL_RATE_PER_S * kd``
@@ -198,3 +255,217 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     a = np.array(a, dtype=float)
     a.flags.writeable = False
     return a
+
+
+class TargetRamp:
+    """Rule 6 for one robot: the rate of ``q_des`` and the law's speed (module doc).
+
+    ``limit`` takes each validated command (the *target*) and returns the one to apply now;
+    ``advance`` (at every ``step()``, with the measured state) returns the next period's
+    command when it differs from the one in force. ``ref`` (n,) rad is the ``q_des`` in force
+    (None before the first command: the measured position).
+    """
+
+    def __init__(self, model: ArmModel, limits: JointLimits, period_s: float):
+        self.model, self.limits, self.names = model, limits, model.joint_names
+        self.period_s = period_s
+        self._terms: tuple[list[float], list[float], list[float]] | None = None
+        self.step_rad = np.minimum(limits.velocity * period_s, _FAR).tolist()
+        self.speed = np.minimum(limits.velocity, _FAR).tolist()
+        self.ref: list[float] | None = None
+        self.target = None  # the validated command in force (limited until reached), or None
+
+    def limit(self, command, q_now):
+        """The command to apply now for ``command`` (a validated ``JointCommand``): its
+        ``q_des`` one period's step at most from ``ref`` (or from ``q_now()`` (n,) rad)."""
+        if self.ref is None:
+            self.ref = np.asarray(q_now(), float).tolist()
+        return self._towards(command, self.ref, None, None)
+
+    def advance(self, q: list[float], qd: list[float]):
+        """The command for the coming period, from the measured ``q`` (n,) rad (``qd`` unused
+        but for the signature of a reading), or None when the one in force stays."""
+        target = self.target
+        if target is None:
+            return None
+        now = self._towards(target, self.ref, q, target.rows[1].tolist(), qd)
+        return None if now.rows[0].tolist() == self.ref else now
+
+    def accept(self, now, target) -> None:
+        """``now`` is in force (``ref`` its ``q_des``), on the way to ``target``."""
+        self.ref, self.target = now.rows[0].tolist(), target
+
+    def forget(self) -> None:
+        """Start afresh from the measured position (after a reset, a fault, a hold)."""
+        self.ref = self.target = None
+
+    def _towards(self, command, ref: list[float], q, qd_des, qd=None):
+        """``command`` with its ``q_des`` limited: within one period's step of ``ref`` and, with
+        a measured ``q``, on every joint whose loop is under-damped (``_underdamped``), so that
+        the speed the law aims for stays within the limit plus ``LAW_SPEED_MARGIN |qd_des|``.
+        That speed is ``qd_des + (tau_ff - g(q) + kp (q_des - q)) / kd``: the law's torque beyond
+        what holds the arm against gravity (the URDF's, ``g``), over its damping, as in Khatib's
+        velocity saturation."""
+        rows = command.rows
+        want = rows[0].tolist()
+        lim = [min(max(a, r - s), r + s) for a, r, s in zip(want, ref, self.step_rad)]
+        if q is not None:
+            m, gravity = self._model_terms(q)
+            bounded = self._underdamped(m, rows[3], rows[4])
+            if bounded:
+                load = [t - g for t, g in zip(rows[2].tolist(), gravity)]
+                kp, kd = rows[3].tolist(), rows[4].tolist()
+                for j in bounded:
+                    p, d = kp[j], kd[j]
+                    v = self.speed[j] + LAW_SPEED_MARGIN * abs(qd_des[j])
+                    # a joint already faster than v (pushed by the others' motion) is braked:
+                    # its damping against the excess times 1 + gain, the gain kept to what one
+                    # period's sample can hold stably (kd (1 + gain) T / M_jj <= 1)
+                    gain = min(OVERSPEED_GAIN, m[j] / (d * self.period_s) - 1.0)
+                    over = 0.0 if qd is None else max(gain, 0.0) * (abs(qd[j]) - v)
+                    v_hi = v - over if over > 0.0 and qd[j] > 0.0 else v
+                    v_lo = v - over if over > 0.0 and qd[j] < 0.0 else v
+                    low = q[j] + (d * (-v_lo - qd_des[j]) - load[j]) / p
+                    high = q[j] + (d * (v_hi - qd_des[j]) - load[j]) / p
+                    lim[j] = min(max(lim[j], low), high)
+        if lim == want:
+            return command
+        out = rows.copy()
+        out[0] = lim
+        # the command's own class (twin.robot's JointCommand, which imports this module)
+        return type(command).from_rows(out).validated(self.names, self.limits.effort, self.limits)
+
+    def _model_terms(self, q: list[float]) -> tuple[list[float], list[float]]:
+        """The URDF's joint-space inertia ``M_jj`` (n,) kg m^2 and gravity torques (n,) N m at
+        ``q`` (n,) rad, computed afresh once ``q`` is ``MODEL_TERMS_RAD`` from where they last
+        were (a control cycle's budget: they change little over a few periods)."""
+        cached = self._terms
+        if cached is not None and max(map(abs, map(float.__sub__, q, cached[0]))) < MODEL_TERMS_RAD:
+            return cached[1], cached[2]
+        x = np.asarray(q, float)
+        dyn = self._dynamics
+        m, g = np.diagonal(dyn.mass_matrix(x)).tolist(), dyn.gravity_torques(x).tolist()
+        self._terms = (list(q), m, g)
+        return m, g
+
+    @staticmethod
+    def _underdamped(m: list[float], kp: np.ndarray, kd: np.ndarray) -> list[int]:
+        """The joints whose law, on the URDF's inertia ``M_jj`` (n,) kg m^2, has a damping ratio
+        ``kd / (2 sqrt(kp M_jj))`` below ``DAMPING_RATIO_BOUNDED`` (``kp > 0``; with ``kd = 0``
+        the ratio is 0, but the bound needs damping: such a joint has the step only). A
+        better-damped loop follows the ramp without speed overshoot worth bounding."""
+        b = 4.0 * DAMPING_RATIO_BOUNDED**2  # ratio < b  <=>  kd^2 < 4 b^2 kp M_jj
+        return [
+            j
+            for j, (p, d, mj) in enumerate(zip(kp.tolist(), kd.tolist(), m))
+            if p > 0.0 and d > 0.0 and b * p * mj > d * d
+        ]
+
+    @functools.cached_property
+    def _dynamics(self):
+        """The URDF's rigid-body dynamics (gravity torques, mass matrix)."""
+        from twin.dynamics import ArmDynamics  # (on first use: twin.robot stays light to import)
+
+        return ArmDynamics(self.model)
+
+
+class VelocityWatch:
+    """Rule 6's check on the motion: each joint's measured speed, its displacement over the last
+    ``VELOCITY_WINDOW_S`` of readings (so a staircase of per-period targets and an encoder
+    tick do not count as speed), against the URDF velocity limit plus ``VELOCITY_MARGIN``; one
+    event per excursion per joint (re-armed once the joint is back within its limit)."""
+
+    def __init__(
+        self, limits: JointLimits, joint_names: tuple[str, ...], margin: float = VELOCITY_MARGIN
+    ):
+        self.names = joint_names
+        self.limit_rad_s = limits.velocity.tolist()
+        self.bound = (limits.velocity * (1.0 + margin)).tolist()
+        self.events: list[VelocityEvent] = []
+        self._over: dict[int, VelocityEvent] = {}
+        self._window_us = round(VELOCITY_WINDOW_S * 1e6)
+        self._history: collections.deque[tuple[int, list[float]]] = collections.deque()
+
+    def check(self, t_us: int, q: list[float]) -> list[VelocityEvent]:
+        """The excursions that start at the reading ``q`` (n,) rad at ``t_us``; the peaks of
+        those under way are updated."""
+        history = self._history
+        if history and t_us <= history[-1][0]:
+            return []  # no new reading (or the clock restarted: a reset)
+        history.append((t_us, q))
+        while len(history) > 2 and t_us - history[1][0] >= self._window_us:
+            history.popleft()
+        t0, q0 = history[0]
+        if t_us - t0 < self._window_us:
+            return []
+        dt = (t_us - t0) * 1e-6
+        started = []
+        for j, (a, b, bound, lim) in enumerate(zip(q, q0, self.bound, self.limit_rad_s)):
+            speed = abs(a - b) / dt
+            event = self._over.get(j)
+            if event is not None:
+                if speed <= lim:
+                    del self._over[j]
+                elif speed > event.peak_rad_s:
+                    event.peak_rad_s, event.peak_t_us = speed, t_us
+            elif speed > bound:  # (nan compares False: an unreadable joint is not an excursion)
+                event = VelocityEvent(self.names[j], j, t_us, speed, t_us, lim, bound)
+                self._over[j] = event
+                self.events.append(event)
+                started.append(event)
+        return started
+
+    def restart(self) -> None:
+        """Forget the readings (a teleport, a reset): speeds are measured afresh."""
+        self._history.clear()
+        self._over.clear()
+
+
+@dataclass
+class VelocityEvent:
+    """A joint measured faster than its URDF velocity limit plus the margin: from ``t_us``,
+    peak ``peak_rad_s`` at ``peak_t_us``; ``limit_rad_s`` the URDF limit, ``bound_rad_s`` the
+    limit with the margin."""
+
+    joint: str
+    index: int
+    t_us: int
+    peak_rad_s: float
+    peak_t_us: int
+    limit_rad_s: float
+    bound_rad_s: float
+
+    def line(self) -> str:
+        """One line for a report."""
+        return (
+            f"joint {self.joint} at {self.peak_rad_s:.2f} rad/s (limit {self.limit_rad_s:.3f}, "
+            f"bound {self.bound_rad_s:.3f}) at t = {self.peak_t_us / 1e6:.3f} s"
+        )
+
+
+@contextlib.contextmanager
+def velocity_events_seen() -> Iterator[list[dict]]:
+    """Collect the velocity-limit events published (``twin.events``) while the block runs, from
+    any robot in this process, through any wrapper: a list of ``VelocityEvent`` fields."""
+    from twin import events
+
+    seen: list[dict] = []
+
+    def on_event(source: str, kind: str, detail: dict) -> None:
+        if source == "safety" and kind == "velocity_limit":
+            seen.append(detail)
+
+    events.subscribe(on_event)
+    try:
+        yield seen
+    finally:
+        events.unsubscribe(on_event)
+
+
+def velocity_summary(seen: list[dict]) -> str:
+    """One line on the velocity-limit events ``seen`` (``velocity_events_seen``)."""
+    if not seen:
+        return f"velocity limits held: no joint above its URDF limit + {VELOCITY_MARGIN:.0%}"
+    shown = "; ".join(VelocityEvent(**d).line() for d in seen[:3])
+    more = f" (and {len(seen) - 3} more)" if len(seen) > 3 else ""
+    return f"velocity limit exceeded {len(seen)} times: {shown}{more}"

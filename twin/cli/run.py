@@ -227,6 +227,7 @@ def run_policy(args: argparse.Namespace) -> int:
         WorkerMode,
     )
     from twin.policies.evaluate import policy_path
+    from twin.safety import velocity_events_seen, velocity_summary
 
     path = policy_path(args.policy)
     OnnxRuntime().initialize(path)  # a file that is no ONNX model is refused before the robot opens
@@ -256,7 +257,8 @@ def run_policy(args: argparse.Namespace) -> int:
             flush=True,
         )
         try:
-            reports = run_steps(robot, controller, commands, steps, args)
+            with velocity_events_seen() as too_fast:
+                reports = run_steps(robot, controller, commands, steps, args)
         finally:
             controller.close()
             if collection is not None:
@@ -271,6 +273,7 @@ def run_policy(args: argparse.Namespace) -> int:
         f"control at {diag.rate_hz:g} Hz configured: {measured}"
         + (f"; collected {args.collect}" if collection is not None else "")
     )
+    print(velocity_summary(too_fast))
     missed = [
         r.label
         for r in reports

@@ -16,6 +16,7 @@ import sys
 def run_test(args: argparse.Namespace) -> int:
     # Imported here, not at the top: the scenario runner pulls in the planner, which every other
     # ``twin`` command (``twin --help`` too) would otherwise pay for at start-up.
+    from twin.safety import velocity_events_seen, velocity_summary
     from twin.scenario import ScenarioError, load_scenario
     from twin.scenario.report import table, update_expectations, write_junit
     from twin.scenario.sweep import expand_backends, scenario_files, shipped_suite, sweep
@@ -27,7 +28,8 @@ def run_test(args: argparse.Namespace) -> int:
         scenarios = [load_scenario(f) for f in files]
         backends = expand_backends(args.backend)
         seeds = args.seed or [None]
-        results = sweep(scenarios, backends, seeds, args.record_dir, args.ray)
+        with velocity_events_seen() as too_fast:  # (runs in this process unless --ray)
+            results = sweep(scenarios, backends, seeds, args.record_dir, args.ray)
     except ScenarioError as e:
         print(f"twin test: {e}", file=sys.stderr)
         return 2
@@ -43,6 +45,8 @@ def run_test(args: argparse.Namespace) -> int:
             if diff:
                 print("\n" + diff, end="")
         return 0
+    if args.ray is None:
+        print(f"\n{velocity_summary(too_fast)}")
     print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
 
