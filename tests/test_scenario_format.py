@@ -79,6 +79,14 @@ def test_a_good_file_loads_with_defaults(tmp_path):
             ('kind = "ft_weigh"', 'kind = "policy"'),
             r"\[task\] targets: missing \(needed by kind 'policy'\)",
         ),
+        # Numbers beyond their stated bounds (docs/formats/scenario.md), not only durations.
+        (("0.6, 0.0]", "0.6, 1e30]"), r"\[start\] q: expected values within \+-6.28319 rad"),
+        (("mass_kg = 0.5", "mass_kg = 1e30"), r"mass_kg: expected a mass in \(0, 50\] kg"),
+        (("mass_kg = 0.5", "mass_kg = 0.5\ncom_m = [0, 0, 2]"), r"com_m: expected .*1 m"),
+        (
+            ('kind = "ft_weigh"', 'kind = "shadow_contact"\ncontact_force_n = [0, 0, 1e30]'),
+            r"\[task\] contact_force_n: expected values within \+-1000 N, got 1e\+30",
+        ),
     ],
 )
 def test_every_mistake_names_file_section_and_field(tmp_path, edit, message):

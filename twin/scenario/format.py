@@ -36,6 +36,12 @@ REQUIRED = object()
 MAX_DURATION_S = 60.0
 #: The most goals, poses or targets one task may list (each costs a plan or a policy run).
 MAX_LIST_ITEMS = 64
+#: Bounds of the other numbers a scenario gives (docs/formats/scenario.md): far beyond any arm of
+#: the project's size, so that a mistyped 1e30 is an error rather than a run of nonsense.
+MAX_ABS_Q_RAD = 2.0 * math.pi  # [start] q; the joint limits then clamp it (twin.safety)
+MAX_PAYLOAD_KG = 50.0  # [payload] mass_kg
+MAX_COM_M = 1.0  # [payload] com_m, each component, TCP frame
+MAX_FORCE_N = 1000.0  # shadow_contact's contact_force_n, each component
 TASK_FIELDS: dict[str, dict[str, tuple[Any, str]]] = {
     "plan_execute": {
         "goals": ((), "q_list"),
@@ -102,13 +108,24 @@ def _numbers(value: Any, n: int | None, where: str) -> tuple[float, ...]:
     return tuple(float(v) for v in value)
 
 
+def _bounded(values: tuple[float, ...], bound: float, unit: str, where: str) -> tuple[float, ...]:
+    """``values`` if every one is within +-``bound`` (``unit``), else a ``ScenarioError``."""
+    worst = max((abs(v) for v in values), default=0.0)
+    if worst > bound:
+        raise ScenarioError(
+            f"{where}: expected values within +-{bound:g} {unit}, got {worst:g} "
+            "(docs/formats/scenario.md)"
+        )
+    return values
+
+
 def _value(kind: str, value: Any, where: str) -> Any:
     if kind == "str":
         if not isinstance(value, str) or not value:
             raise ScenarioError(f"{where}: expected a non-empty string, got {quoted(value)}")
         return value
     if kind == "vec3":
-        return _numbers(value, 3, where)
+        return _bounded(_numbers(value, 3, where), MAX_FORCE_N, "N", where)
     if kind in ("q_list", "pose_list"):
         n = 6 if kind == "q_list" else 7
         if not isinstance(value, list) or len(value) > MAX_LIST_ITEMS:
@@ -202,14 +219,25 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ScenarioError(f"{where}: [scenario] seed: expected an integer >= 0, got {seed!r}")
     start = data.get("start", {})
-    start_q = _numbers(start["q"], 6, f"{where}: [start] q") if "q" in start else None
+    start_q = None
+    if "q" in start:
+        q_where = f"{where}: [start] q"
+        start_q = _bounded(_numbers(start["q"], 6, q_where), MAX_ABS_Q_RAD, "rad", q_where)
     payload = None
     if "payload" in data:
         p = data["payload"]
         if "mass_kg" not in p:
             raise ScenarioError(f"{where}: [payload] mass_kg: missing (kg, > 0)")
-        mass = _value("positive", p["mass_kg"], f"{where}: [payload] mass_kg")
-        com = _numbers(p.get("com_m", [0.0, 0.0, 0.0]), 3, f"{where}: [payload] com_m")
+        mass_where, com_where = f"{where}: [payload] mass_kg", f"{where}: [payload] com_m"
+        mass = _value("positive", p["mass_kg"], mass_where)
+        if mass > MAX_PAYLOAD_KG:
+            raise ScenarioError(
+                f"{mass_where}: expected a mass in (0, {MAX_PAYLOAD_KG:g}] kg, got {mass:g} "
+                "(docs/formats/scenario.md)"
+            )
+        com = _bounded(
+            _numbers(p.get("com_m", [0.0, 0.0, 0.0]), 3, com_where), MAX_COM_M, "m", com_where
+        )
         payload = (mass, com)
     task = data.get("task")
     if task is None:
