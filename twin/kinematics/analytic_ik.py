@@ -53,6 +53,11 @@ POSTURES.flags.writeable = False
 CHUNK = 2048
 _SIGNS = np.array([1.0, -1.0])
 _TWO_PI = 2.0 * np.pi
+#: ``floor(x + WRAP_ROUND)`` rounds the number of turns between an angle and its reference: a
+#: half-turn is rounded up, and a tie (an angle exactly pi from the reference, as the free joint
+#: of a wrist singularity gives) stays a tie an ulp either side, so that the batched kernel and
+#: the single-pose code (``scalar_ik``, whose ``atan2`` may round an ulp apart) wrap it alike.
+WRAP_ROUND = 0.5 + 1e-9
 
 
 class NoClosedFormError(RuntimeError):
@@ -403,7 +408,7 @@ class SphericalWristIk:
             fits = (q >= lo - LIMIT_TOL) & (q <= hi + LIMIT_TOL)
             return np.minimum(np.maximum(q, lo), hi), fits
         r = np.minimum(np.maximum(ref, lo), hi)
-        near = q + _TWO_PI * np.floor((r - q) / _TWO_PI + 0.5)  # the wrap nearest the reference
+        near = q + _TWO_PI * np.floor((r - q) / _TWO_PI + WRAP_ROUND)  # the wrap nearest r
         above = near > hi + LIMIT_TOL
         below = near < lo - LIMIT_TOL
         if above.any() or below.any():

@@ -40,6 +40,7 @@ from twin.kinematics.analytic_ik import (
     POSTURES,
     REACH_TOL,
     SINGULAR_EPS,
+    WRAP_ROUND,
     IkBatch,
     IkSolutions,
     SphericalWristIk,
@@ -422,7 +423,8 @@ class _Writer:
         if j in self.ref_clipped:  # the wrap nearest the (clipped) reference
             r = self.ref_clipped[j].name
             two_pi = _literal(_TWO_PI)
-            q = code.new(f"{q.name} + {two_pi} * _floor(({r} - {q.name}) / {two_pi} + 0.5)")
+            turns = f"_floor(({r} - {q.name}) / {two_pi} + {_literal(WRAP_ROUND)})"
+            q = code.new(f"{q.name} + {two_pi} * {turns}")
             if math.isfinite(hi):
                 code.emit(f"if {q.name} > {_literal(hi + LIMIT_TOL)}: {q.name} -= {two_pi}")
             if math.isfinite(lo):
