@@ -196,7 +196,9 @@ def check(t: Trial) -> None:
     what = "terminated" if t.signum == signal.SIGTERM else "interrupted"
     lines = stderr_lines(t.err)
     if t.code == 0:  # only once the run was over, its outcome said: the signal ends it with that
-        assert t.out[-1].startswith("control at "), str(t)
+        # Its closing summary: the loop's rate, then the velocity-limit line (twin.safety rule 6).
+        assert t.out[-2].startswith("control at "), str(t)
+        assert t.out[-1].startswith("velocity limit"), str(t)
         assert not any(f": {what}: " in line for line in lines), str(t)
         return
     assert t.code == expected, str(t)

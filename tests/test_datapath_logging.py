@@ -165,13 +165,14 @@ def policy_25hz(tmp_path_factory):
 
 
 class CountingSim(PyBulletRobot):
-    """The sim backend, counting the commands it accepts."""
+    """The sim backend, counting the commands its caller writes (not the steps of the safety
+    layer's ``q_des`` ramp, which it applies itself between writes)."""
 
     writes = 0
 
-    def _apply(self, command) -> None:
+    def write(self, command) -> None:
         self.writes += 1
-        super()._apply(command)
+        super().write(command)
 
 
 ROBOTS = {"ideal": IdealArmRobot, "sim": lambda: CountingSim(seed=2)}
