@@ -50,7 +50,7 @@ class Health(enum.IntFlag):
 
 
 #: Health in which a backend holds the arm with its own command (rule 6 steps aside).
-_NOT_DRIVEN = Health.WATCHDOG | Health.DISCONNECTED | Health.JOINTS_STALE
+_NOT_DRIVEN = (Health.WATCHDOG | Health.DISCONNECTED | Health.JOINTS_STALE).value
 
 
 class FtStatus(enum.IntFlag):
@@ -512,7 +512,7 @@ class Robot(abc.ABC):
         qd = state.qd.tolist()
         for event in watch.check(state.t_us, state.q.tolist()):
             events.publish("safety", "velocity_limit", **dataclasses.asdict(event))
-        if state.health & _NOT_DRIVEN:  # the backend holds the arm itself
+        if state.health.value & _NOT_DRIVEN:  # the backend holds the arm itself (int: cheap)
             ramp.forget()
             return
         now = ramp.advance(state.q.tolist(), qd)

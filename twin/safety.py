@@ -97,9 +97,13 @@ LAW_SPEED_MARGIN = 0.2
 #: configuration) get the law-speed bound; better-damped ones follow the ramp with a speed
 #: overshoot below 5 % (a second-order loop's step overshoot at ratio 0.7 is 4.6 %).
 DAMPING_RATIO_BOUNDED = 0.7
+#: Rule 6's cheap test of whether gains can be under-damped at all: the joint-space inertia's
+#: diagonal at this many seeded configurations, its largest value per joint times the factor.
+INERTIA_SAMPLES = 256
+INERTIA_BOUND_FACTOR = 1.5
 #: Rule 6: the URDF's inertia and gravity torques are recomputed once the arm has moved this far
 #: (rad, any joint) from where they were last computed.
-MODEL_TERMS_RAD = 0.01
+MODEL_TERMS_RAD = 0.03
 #: Rule 6: an under-damped joint measured faster than its law-speed cap (pushed by the other
 #: joints' motion, which the per-joint bound does not see) is braked with its damping against the
 #: excess times ``1 + OVERSPEED_GAIN`` (less where one control period could not hold it stably).
@@ -274,60 +278,83 @@ class TargetRamp:
         self.speed = np.minimum(limits.velocity, _FAR).tolist()
         self.ref: list[float] | None = None
         self.target = None  # the validated command in force (limited until reached), or None
+        self._want: list[float] | None = None  # the target's q_des (n,) rad
+        # the target's under-damped joints (``_underdamped``) for the model terms in use
+        self._bounded: list[int] = []
+        self._bounded_for: tuple[bytes, bytes, int] | None = None  # (kp, kd, terms version)
+        self._terms_version = 0
+        self._gains: tuple[bytes, bytes] | None = None  # the target's (kp, kd) last seen
+        self._may_bound = True  # whether those gains leave a joint under-damped somewhere
 
     def limit(self, command, q_now):
         """The command to apply now for ``command`` (a validated ``JointCommand``): its
         ``q_des`` one period's step at most from ``ref`` (or from ``q_now()`` (n,) rad)."""
         if self.ref is None:
             self.ref = np.asarray(q_now(), float).tolist()
-        return self._towards(command, self.ref, None, None)
+        return self._towards(command, self.ref)
 
     def advance(self, q: list[float], qd: list[float]):
-        """The command for the coming period, from the measured ``q`` (n,) rad (``qd`` unused
-        but for the signature of a reading), or None when the one in force stays."""
+        """The command for the coming period, from the measured ``q``, ``qd`` (n,) rad, rad/s,
+        or None when the one in force stays."""
         target = self.target
         if target is None:
             return None
-        now = self._towards(target, self.ref, q, target.rows[1].tolist(), qd)
+        rows = target.rows
+        gains = (rows[3].tobytes(), rows[4].tobytes())
+        if gains != self._gains:  # new gains: can any joint be under-damped anywhere?
+            self._gains = gains
+            self._may_bound = bool(self._underdamped(self._inertia_bound, rows[3], rows[4]))
+        bounded: list[int] = []
+        if self._may_bound and q is not None:  # (no reading: the step alone)
+            m, _ = self._model_terms(q)
+            key = (*gains, self._terms_version)
+            if key != self._bounded_for:  # new gains or new model terms: which joints to bound
+                self._bounded = self._underdamped(m, rows[3], rows[4])
+                self._bounded_for = key
+            bounded = self._bounded
+        if not bounded and self.ref == self._want:  # reached, no law bound: it stays
+            return None
+        now = self._towards(target, self.ref, q, rows[1].tolist(), qd, bounded)
         return None if now.rows[0].tolist() == self.ref else now
 
     def accept(self, now, target) -> None:
         """``now`` is in force (``ref`` its ``q_des``), on the way to ``target``."""
         self.ref, self.target = now.rows[0].tolist(), target
+        self._want = target.rows[0].tolist()
 
     def forget(self) -> None:
         """Start afresh from the measured position (after a reset, a fault, a hold)."""
         self.ref = self.target = None
 
-    def _towards(self, command, ref: list[float], q, qd_des, qd=None):
+    def _towards(self, command, ref: list[float], q=None, qd_des=None, qd=None, bounded=None):
         """``command`` with its ``q_des`` limited: within one period's step of ``ref`` and, with
-        a measured ``q``, on every joint whose loop is under-damped (``_underdamped``), so that
-        the speed the law aims for stays within the limit plus ``LAW_SPEED_MARGIN |qd_des|``.
-        That speed is ``qd_des + (tau_ff - g(q) + kp (q_des - q)) / kd``: the law's torque beyond
-        what holds the arm against gravity (the URDF's, ``g``), over its damping, as in Khatib's
-        velocity saturation."""
+        a measured ``q``, ``qd`` (n,) rad, rad/s, on the ``bounded`` joints (under-damped:
+        ``_underdamped``; found here when not given), so that the speed the law aims for stays
+        within the limit plus ``LAW_SPEED_MARGIN |qd_des|``. That speed is ``qd_des + (tau_ff -
+        g(q) + kp (q_des - q)) / kd``: the law's torque beyond what holds the arm against
+        gravity (the URDF's, ``g``), over its damping, as in Khatib's velocity saturation."""
         rows = command.rows
         want = rows[0].tolist()
         lim = [min(max(a, r - s), r + s) for a, r, s in zip(want, ref, self.step_rad)]
-        if q is not None:
+        if bounded is None and q is not None:
+            bounded = self._underdamped(self._model_terms(q)[0], rows[3], rows[4])
+        if bounded:
             m, gravity = self._model_terms(q)
-            bounded = self._underdamped(m, rows[3], rows[4])
-            if bounded:
-                load = [t - g for t, g in zip(rows[2].tolist(), gravity)]
-                kp, kd = rows[3].tolist(), rows[4].tolist()
-                for j in bounded:
-                    p, d = kp[j], kd[j]
-                    v = self.speed[j] + LAW_SPEED_MARGIN * abs(qd_des[j])
-                    # a joint already faster than v (pushed by the others' motion) is braked:
-                    # its damping against the excess times 1 + gain, the gain kept to what one
-                    # period's sample can hold stably (kd (1 + gain) T / M_jj <= 1)
-                    gain = min(OVERSPEED_GAIN, m[j] / (d * self.period_s) - 1.0)
-                    over = 0.0 if qd is None else max(gain, 0.0) * (abs(qd[j]) - v)
-                    v_hi = v - over if over > 0.0 and qd[j] > 0.0 else v
-                    v_lo = v - over if over > 0.0 and qd[j] < 0.0 else v
-                    low = q[j] + (d * (-v_lo - qd_des[j]) - load[j]) / p
-                    high = q[j] + (d * (v_hi - qd_des[j]) - load[j]) / p
-                    lim[j] = min(max(lim[j], low), high)
+            load = [t - g for t, g in zip(rows[2].tolist(), gravity)]
+            kp, kd = rows[3].tolist(), rows[4].tolist()
+            for j in bounded:
+                p, d = kp[j], kd[j]
+                v = self.speed[j] + LAW_SPEED_MARGIN * abs(qd_des[j])
+                # a joint already faster than v (pushed by the others' motion) is braked:
+                # its damping against the excess times 1 + gain, the gain kept to what one
+                # period's sample can hold stably (kd (1 + gain) T / M_jj <= 1)
+                gain = min(OVERSPEED_GAIN, m[j] / (d * self.period_s) - 1.0)
+                over = 0.0 if qd is None else max(gain, 0.0) * (abs(qd[j]) - v)
+                v_hi = v - over if over > 0.0 and qd[j] > 0.0 else v
+                v_lo = v - over if over > 0.0 and qd[j] < 0.0 else v
+                low = q[j] + (d * (-v_lo - qd_des[j]) - load[j]) / p
+                high = q[j] + (d * (v_hi - qd_des[j]) - load[j]) / p
+                lim[j] = min(max(lim[j], low), high)
         if lim == want:
             return command
         out = rows.copy()
@@ -346,6 +373,7 @@ class TargetRamp:
         dyn = self._dynamics
         m, g = np.diagonal(dyn.mass_matrix(x)).tolist(), dyn.gravity_torques(x).tolist()
         self._terms = (list(q), m, g)
+        self._terms_version += 1
         return m, g
 
     @staticmethod
@@ -360,6 +388,18 @@ class TargetRamp:
             for j, (p, d, mj) in enumerate(zip(kp.tolist(), kd.tolist(), m))
             if p > 0.0 and d > 0.0 and b * p * mj > d * d
         ]
+
+    @functools.cached_property
+    def _inertia_bound(self) -> list[float]:
+        """(n,) kg m^2: above every joint's ``M_jj`` over its limits (the largest of
+        ``INERTIA_SAMPLES`` seeded configurations, times ``INERTIA_BOUND_FACTOR``), so gains
+        not under-damped on it are not under-damped anywhere: the law-speed bound, the model
+        terms and their cost are then skipped for a target already reached."""
+        lo = np.maximum(self.limits.lower, -np.pi)
+        hi = np.minimum(self.limits.upper, np.pi)
+        qs = np.random.default_rng(0).uniform(lo, hi, (INERTIA_SAMPLES, lo.size))
+        diag = np.array([np.diagonal(self._dynamics.mass_matrix(q)) for q in qs])
+        return (INERTIA_BOUND_FACTOR * diag.max(axis=0)).tolist()
 
     @functools.cached_property
     def _dynamics(self):
@@ -385,6 +425,8 @@ class VelocityWatch:
         self._over: dict[int, VelocityEvent] = {}
         self._window_us = round(VELOCITY_WINDOW_S * 1e6)
         self._history: collections.deque[tuple[int, list[float]]] = collections.deque()
+        self._reach: list[float] = []  # (n,) rad: each joint's bound times _reach_dt
+        self._reach_dt = -1.0
 
     def check(self, t_us: int, q: list[float]) -> list[VelocityEvent]:
         """The excursions that start at the reading ``q`` (n,) rad at ``t_us``; the peaks of
@@ -399,6 +441,11 @@ class VelocityWatch:
         if t_us - t0 < self._window_us:
             return []
         dt = (t_us - t0) * 1e-6
+        if not self._over:  # the common case: every joint within its bound, nothing under way
+            if dt != self._reach_dt:  # (the window's length is the same most periods)
+                self._reach, self._reach_dt = [b * dt for b in self.bound], dt
+            if all(abs(a - b) <= r for a, b, r in zip(q, q0, self._reach)):
+                return []
         started = []
         for j, (a, b, bound, lim) in enumerate(zip(q, q0, self.bound, self.limit_rad_s)):
             speed = abs(a - b) / dt
