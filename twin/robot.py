@@ -510,7 +510,7 @@ class Robot(abc.ABC):
         ramp, watch = self._rate_rules()
         state = self.read()
         qd = state.qd.tolist()
-        for event in watch.check(state.t_us, state.q.tolist()):
+        for event in watch.check(state.t_us, state.q.tolist(), qd):
             events.publish("safety", "velocity_limit", **dataclasses.asdict(event))
         if state.health.value & _NOT_DRIVEN:  # the backend holds the arm itself (int: cheap)
             ramp.forget()

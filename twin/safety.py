@@ -413,7 +413,11 @@ class VelocityWatch:
     """Rule 6's check on the motion: each joint's measured speed, its displacement over the last
     ``VELOCITY_WINDOW_S`` of readings (so a staircase of per-period targets and an encoder
     tick do not count as speed), against the URDF velocity limit plus ``VELOCITY_MARGIN``; one
-    event per excursion per joint (re-armed once the joint is back within its limit)."""
+    event per excursion per joint (re-armed once the joint is back within its limit). Given
+    the joint's own velocity reading too (the sim's, the servo's Present Velocity), an
+    excursion starts only when that reading is beyond the bound as well: a reading's time stamp
+    is the host's, so a late reading (a loaded host, a plant that is sampled in bursts) can put
+    a window's displacement over too short a time, where the velocity reading has no clock."""
 
     def __init__(
         self, limits: JointLimits, joint_names: tuple[str, ...], margin: float = VELOCITY_MARGIN
@@ -428,9 +432,12 @@ class VelocityWatch:
         self._reach: list[float] = []  # (n,) rad: each joint's bound times _reach_dt
         self._reach_dt = -1.0
 
-    def check(self, t_us: int, q: list[float]) -> list[VelocityEvent]:
-        """The excursions that start at the reading ``q`` (n,) rad at ``t_us``; the peaks of
-        those under way are updated."""
+    def check(
+        self, t_us: int, q: list[float], qd: list[float] | None = None
+    ) -> list[VelocityEvent]:
+        """The excursions that start at the reading ``q`` (n,) rad at ``t_us`` (with ``qd`` (n,)
+        rad/s, the joints' velocity reading, when there is one); the peaks of those under way
+        are updated."""
         history = self._history
         if history and t_us <= history[-1][0]:
             return []  # no new reading (or the clock restarted: a reset)
@@ -455,7 +462,8 @@ class VelocityWatch:
                     del self._over[j]
                 elif speed > event.peak_rad_s:
                     event.peak_rad_s, event.peak_t_us = speed, t_us
-            elif speed > bound:  # (nan compares False: an unreadable joint is not an excursion)
+            elif speed > bound and (qd is None or abs(qd[j]) > bound):  # (nan compares False:
+                # an unreadable joint is not an excursion)
                 event = VelocityEvent(self.names[j], j, t_us, speed, t_us, lim, bound)
                 self._over[j] = event
                 self.events.append(event)
