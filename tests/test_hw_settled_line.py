@@ -56,10 +56,21 @@ def test_a_settled_line_is_not_looked_at_and_a_failed_read_unsettles_it(robot):
         robot.step()
     assert robot.bus.uses_fast_read(robot.arm.ids) and robot.bus._settled
     looks = _looks(robot)
-    for _ in range(5):
+    settled_cycles = 0
+    for _ in range(10):  # goal (a broadcast) and fast read: nothing can be late
+        settled, before = robot.bus._settled, len(looks)
         robot.write(command)
-        robot.step()  # goal (a broadcast) and fast read: nothing can be late
-    assert looks == [] and robot.bus._settled and robot.stats.failed_reads == 0
+        robot.step()
+        if settled:  # a cycle that starts settled makes no look (a loaded machine can leave
+            settled_cycles += 1  # the odd cycle's answer not taken in full: that one may look)
+            assert len(looks) == before
+    assert settled_cycles >= 5 and robot.stats.failed_reads == 0
+    for _ in range(20):  # settled again a cycle or two after such an odd one
+        if robot.bus._settled:
+            break
+        robot.write(command)
+        robot.step()
+    assert robot.bus._settled
     timeouts = robot.bus.stats.timeouts
     stack.faults[BUS].delay_next(BROADCAST_ID)  # the next fast read's answer is held back
     robot.write(command)
