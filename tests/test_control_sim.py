@@ -42,7 +42,7 @@ def test_full_example_policy_drives_the_sim_arm_within_one_milliradian(robot, tm
         assert controller.init(), controller.error
         goal = robot.model.home_q + np.array([0.3, -0.2, 0.25, 0.4, -0.3, 0.5])
         set_full_example_commands(commands, goal)
-        qs = drive(controller, robot, 300)
+        qs = drive(controller, robot, 400)  # (q_des ramps at the velocity limits: rule 6)
         memory = controller.runtime.input_buffer("memory.integral.in").copy()
 
     assert np.abs(qs[0] - goal).max() > 0.2

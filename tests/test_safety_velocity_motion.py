@@ -86,6 +86,7 @@ def test_q_des_moves_one_period_step_at_most_and_reaches_its_target(ref, target)
     ramp.accept(now, cmd)
     step = VMAX * PERIOD_S
     assert np.all(np.abs(now.q_des - ref) <= step + 1e-12)
+    assert ramp.advance(None, None) is None  # the step() after the write keeps its command
     steps = 1
     while (nxt := ramp.advance(None, None)) is not None:  # one step()'s advance each
         assert np.all(np.abs(nxt.q_des - np.array(ramp.ref)) <= step + 1e-12)
@@ -127,6 +128,30 @@ def test_the_law_never_aims_faster_than_the_limit_on_an_under_damped_joint(q, ta
     cap = VMAX + LAW_SPEED_MARGIN * np.abs(cmd.qd_des)
     inside = (now.q_des > LIMITS.lower) & (now.q_des < LIMITS.upper)  # rule 1 clamps first
     assert np.all(np.abs(aim[under & inside]) <= cap[under & inside] * (1 + 1e-9) + 1e-9)
+
+
+def test_a_far_target_written_every_period_moves_one_step_a_period():
+    """A caller that writes the same far target every period (a user's loop): ``q_des`` moves
+    one period's step at the limit per period, not one for the write and one for the step."""
+    from twin.sim import HOLD_KD, HOLD_KP, PyBulletRobot
+
+    with PyBulletRobot(watchdog_s=None) as robot:
+        robot.reset(START)
+        target = START.copy()
+        target[0] += 1.0
+        cmd = JointCommand(q_des=target, kp=np.array(HOLD_KP), kd=np.array(HOLD_KD))
+        ramp, _ = robot._rate_rules()
+        refs = []
+        for _ in range(round(1.2 / robot.control_period_s)):
+            robot.write(cmd)
+            robot.step()
+            refs.append(ramp.ref[0])
+        moves = np.diff(refs)
+        step = VMAX[0] * robot.control_period_s
+        assert moves.max() <= step + 1e-12 and moves.max() >= step * (1 - 1e-9)
+        arrived = int(np.argmax(np.array(refs) >= target[0] - 1e-12))
+        assert arrived * robot.control_period_s >= 1.0 / VMAX[0] - 2 * robot.control_period_s
+        assert not robot.velocity_events()
 
 
 # ------------------------------------------------------------------------- stiff gains, the sim

@@ -23,7 +23,7 @@ from twin.robot import FtSensorDevice, Health, JointCommand, joint_torque
 
 KP, KD = np.array(HOLD_KP), np.array(HOLD_KD)
 STEP_RAD = 0.1
-SETTLE_S = 0.2  # documented in sim/robot.py (HOLD_KP / HOLD_KD)
+SETTLE_S = 0.25  # sim/robot.py documents 0.3 s; the q_des ramp (twin.safety rule 6) takes 0.13 s
 OVERSHOOT = 0.03
 
 

@@ -478,14 +478,19 @@ class Robot(abc.ABC):
             self._apply(checked)
             return
         ramp = self._rate_rules()[0]
-        saved = ramp.ref, ramp.target
-        now = ramp.limit(checked, lambda: self.read().q)
+        saved = ramp.ref, ramp.target, ramp.fresh
+        now = ramp.limit(checked, self._joint_reading)
         try:
             self._apply(now)
         except BaseException:
-            ramp.ref, ramp.target = saved  # refused: the previous command stays in force
+            ramp.ref, ramp.target, ramp.fresh = saved  # refused: the previous command stays
             raise
         ramp.accept(now, checked)
+
+    def _joint_reading(self) -> tuple[list[float], list[float]]:
+        """The latest ``(q, qd)`` (n,) rad, rad/s, as lists (rule 6's arithmetic)."""
+        state = self.read()
+        return state.q.tolist(), state.qd.tolist()
 
     def _rate_rules(self) -> tuple[TargetRamp, VelocityWatch]:
         """This robot's ramp of ``q_des`` and velocity watch (``twin.safety`` rule 6)."""

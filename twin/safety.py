@@ -285,21 +285,40 @@ class TargetRamp:
         self._terms_version = 0
         self._gains: tuple[bytes, bytes] | None = None  # the target's (kp, kd) last seen
         self._may_bound = True  # whether those gains leave a joint under-damped somewhere
+        self.fresh = False  # a command was written in this period (``limit``)
 
-    def limit(self, command, q_now):
-        """The command to apply now for ``command`` (a validated ``JointCommand``): its
-        ``q_des`` one period's step at most from ``ref`` (or from ``q_now()`` (n,) rad)."""
+    def limit(self, command, reading):
+        """The command to apply now for ``command`` (a validated ``JointCommand``), written in
+        this period: its ``q_des`` one period's step at most from ``ref`` (at first, from the
+        measured position) and, with a reading, within the law-speed bound. ``reading`` is a
+        callable giving the latest ``(q, qd)`` (n,) rad, rad/s, or None (the step alone). The
+        coming period's ``advance`` then keeps it (one step a period, however often a caller
+        writes)."""
+        q = qd = None
+        if reading is not None:
+            q, qd = reading()
         if self.ref is None:
-            self.ref = np.asarray(q_now(), float).tolist()
-        return self._towards(command, self.ref)
+            self.ref = list(q)
+        self.fresh = True
+        return self._bounded_towards(command, q, qd)
 
     def advance(self, q: list[float], qd: list[float]):
         """The command for the coming period, from the measured ``q``, ``qd`` (n,) rad, rad/s,
-        or None when the one in force stays."""
+        or None when the one in force stays (also when it was written in this period)."""
+        if self.fresh:  # ``limit`` made this period's command
+            self.fresh = False
+            return None
         target = self.target
         if target is None:
             return None
-        rows = target.rows
+        now = self._bounded_towards(target, q, qd, reached=self.ref == self._want)
+        return None if now is None or now.rows[0].tolist() == self.ref else now
+
+    def _bounded_towards(self, command, q, qd, reached: bool = False):
+        """``_towards`` from ``ref`` with the law-speed bound on the joints the command's gains
+        leave under-damped at ``q`` (none without a reading); None when ``reached`` and no joint
+        is bounded (nothing would change)."""
+        rows = command.rows
         gains = (rows[3].tobytes(), rows[4].tobytes())
         if gains != self._gains:  # new gains: can any joint be under-damped anywhere?
             self._gains = gains
@@ -312,10 +331,9 @@ class TargetRamp:
                 self._bounded = self._underdamped(m, rows[3], rows[4])
                 self._bounded_for = key
             bounded = self._bounded
-        if not bounded and self.ref == self._want:  # reached, no law bound: it stays
+        if reached and not bounded:
             return None
-        now = self._towards(target, self.ref, q, rows[1].tolist(), qd, bounded)
-        return None if now.rows[0].tolist() == self.ref else now
+        return self._towards(command, self.ref, q, rows[1].tolist(), qd, bounded)
 
     def accept(self, now, target) -> None:
         """``now`` is in force (``ref`` its ``q_des``), on the way to ``target``."""
@@ -325,6 +343,7 @@ class TargetRamp:
     def forget(self) -> None:
         """Start afresh from the measured position (after a reset, a fault, a hold)."""
         self.ref = self.target = None
+        self.fresh = False
 
     def _towards(self, command, ref: list[float], q=None, qd_des=None, qd=None, bounded=None):
         """``command`` with its ``q_des`` limited: within one period's step of ``ref`` and, with
